@@ -1,0 +1,76 @@
+"""The `blockplan` command.
+
+Each subcommand lives in `blockplan.commands.<name>` and exposes `HELP` (one line),
+`add_arguments(parser)` and `run(args) -> int`. Modules are imported only when their command
+runs, so `blockplan --help` stays fast and a missing optional dependency breaks only the
+command that needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from blockplan import __version__
+
+# Subcommands in the order `--help` lists them: name -> module under blockplan.commands.
+COMMANDS: dict[str, str] = {
+    "config": "config",
+}
+
+# One-line help per command, kept here so `--help` imports no command module.
+COMMAND_HELP: dict[str, str] = {
+    "config": "validate a params file and print the resolved configuration",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="blockplan",
+        description="Block-diffusion VLA planner: simulate, replay, benchmark, train, export.",
+    )
+    parser.add_argument("--version", action="version", version=f"blockplan {__version__}")
+    verbosity = parser.add_mutually_exclusive_group()
+    verbosity.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    verbosity.add_argument(
+        "-q", "--quiet", action="store_true", help="log warnings and errors only"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        sub.add_parser(name, help=COMMAND_HELP[name], add_help=False)
+    return parser
+
+
+def _command_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
+    module = importlib.import_module(f"blockplan.commands.{COMMANDS[name]}")
+    parser = argparse.ArgumentParser(prog=f"blockplan {name}", description=COMMAND_HELP[name])
+    module.add_arguments(parser)
+    return parser, module
+
+
+def setup_logging(verbose: bool, quiet: bool) -> None:
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    # Global options come before the command; everything after it belongs to the command.
+    command_index = next((i for i, a in enumerate(argv) if a in COMMANDS), None)
+    global_args = argv if command_index is None else argv[:command_index]
+    args = parser.parse_args(global_args)
+    if command_index is None:
+        parser.print_help()
+        return 0 if not argv else 2
+    setup_logging(args.verbose, args.quiet)
+    name = argv[command_index]
+    command_parser, module = _command_parser(name)
+    command_args = command_parser.parse_args(argv[command_index + 1 :])
+    return int(module.run(command_args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

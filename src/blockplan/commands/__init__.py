@@ -1,0 +1,1 @@
+"""One module per `blockplan` subcommand (see `blockplan.cli`)."""

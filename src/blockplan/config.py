@@ -1,0 +1,467 @@
+"""The planner configuration: one frozen dataclass tree and one loader.
+
+The ROS node, the CLI, replay and tests all read `params/planner.yaml`, a ROS 2 parameter
+file (`<node_name>: {ros__parameters: {...}}`). Keys nest as in ROS 2 (`decoding.strategy`
+is `decoding: {strategy: ...}`), so the same file can be handed to `ros2 run --params-file`.
+Only ROS-representable values are used (scalars and lists of scalars); cameras are listed by
+name in `cameras.names` with one sub-table per camera.
+
+Every class validates itself in `__post_init__` and raises `ConfigError` naming the field
+and the bad value; an unknown key is an error naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+BACKENDS = ("torch", "onnxruntime", "tensorrt")
+STRATEGIES = ("ar", "full_diffusion", "section_diffusion", "scaffold_spec", "rollouts")
+TRANSPORTS = ("raw", "compressed")
+STALE_CAMERA_POLICIES = ("wait", "degrade", "fallback")
+FALLBACK_POLICIES = ("stop", "hold_last")
+TIMING_MODES = ("ideal", "measured")
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+DEFAULT_NODE_NAME = "blockplan_planner"
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is invalid; the message names the field."""
+
+
+def _check(ok: bool, where: str, value: Any, why: str) -> None:
+    if not ok:
+        raise ConfigError(f"{where}={value!r}: {why}")
+
+
+def _positive(where: str, value: float) -> None:
+    _check(math.isfinite(value) and value > 0, where, value, "must be a finite number > 0")
+
+
+def _one_of(where: str, value: str, allowed: tuple[str, ...]) -> None:
+    _check(value in allowed, where, value, f"must be one of {list(allowed)}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which model runs, on which backend. `dir` is relative to the params file's package
+    share (or absolute)."""
+
+    dir: str = "models/blockplan-tiny"
+    backend: str = "torch"
+    dtype: str = "float32"
+    num_threads: int = 2
+
+    def __post_init__(self) -> None:
+        _check(bool(self.dir), "model.dir", self.dir, "must not be empty")
+        _one_of("model.backend", self.backend, BACKENDS)
+        _one_of("model.dtype", self.dtype, DTYPES)
+        _check(self.num_threads >= 1, "model.num_threads", self.num_threads, "must be >= 1")
+
+
+@dataclass(frozen=True)
+class DecodingConfig:
+    """Decoding strategy and its knobs (ALGORITHMS.md §4)."""
+
+    strategy: str = "scaffold_spec"
+    confidence_threshold: float = 0.9
+    max_denoise_steps: int = 64
+
+    def __post_init__(self) -> None:
+        _one_of("decoding.strategy", self.strategy, STRATEGIES)
+        _check(
+            0.0 < self.confidence_threshold <= 1.0,
+            "decoding.confidence_threshold",
+            self.confidence_threshold,
+            "must be in (0, 1]",
+        )
+        _check(
+            self.max_denoise_steps >= 1,
+            "decoding.max_denoise_steps",
+            self.max_denoise_steps,
+            "must be >= 1",
+        )
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Shared-prefix test-time scaling: N trajectory rollouts sampled at `temperature`."""
+
+    num_rollouts: int = 4
+    temperature: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check(
+            1 <= self.num_rollouts <= 64,
+            "rollouts.num_rollouts",
+            self.num_rollouts,
+            "must be in [1, 64]",
+        )
+        _check(
+            math.isfinite(self.temperature) and self.temperature >= 0,
+            "rollouts.temperature",
+            self.temperature,
+            "must be a finite number >= 0",
+        )
+
+
+@dataclass(frozen=True)
+class ControlConfig:
+    """The fixed-rate control loop (DESIGN.md §5)."""
+
+    rate_hz: float = 10.0
+    max_plan_age_s: float = 1.0
+    timing: str = "ideal"
+
+    def __post_init__(self) -> None:
+        _positive("control.rate_hz", self.rate_hz)
+        _positive("control.max_plan_age_s", self.max_plan_age_s)
+        _one_of("control.timing", self.timing, TIMING_MODES)
+
+
+@dataclass(frozen=True)
+class CameraConfig:
+    """One camera: its name (also the frame id suffix), topic and transport."""
+
+    name: str
+    topic: str
+    transport: str = "raw"
+
+    def __post_init__(self) -> None:
+        _check(
+            bool(self.name) and self.name.replace("_", "").isalnum(),
+            "cameras.name",
+            self.name,
+            "must be a non-empty identifier (letters, digits, _)",
+        )
+        _check(
+            self.topic.startswith("/"), f"cameras.{self.name}.topic", self.topic, "must be absolute"
+        )
+        _one_of(f"cameras.{self.name}.transport", self.transport, TRANSPORTS)
+
+
+def _default_cameras() -> tuple[CameraConfig, ...]:
+    names = ("front_left", "front", "front_right", "rear")
+    return tuple(CameraConfig(name=n, topic=f"/camera/{n}/image_raw") for n in names)
+
+
+@dataclass(frozen=True)
+class FrameWindowConfig:
+    """The sliding frame window: T frames per camera, `frame_period_s` apart."""
+
+    num_frames: int = 2
+    frame_period_s: float = 0.5
+    max_frame_age_s: float = 0.3
+    stale_camera_policy: str = "degrade"
+
+    def __post_init__(self) -> None:
+        _check(
+            1 <= self.num_frames <= 16,
+            "frame_window.num_frames",
+            self.num_frames,
+            "must be in [1, 16]",
+        )
+        _positive("frame_window.frame_period_s", self.frame_period_s)
+        _positive("frame_window.max_frame_age_s", self.max_frame_age_s)
+        _one_of("frame_window.stale_camera_policy", self.stale_camera_policy, STALE_CAMERA_POLICIES)
+
+
+@dataclass(frozen=True)
+class TrajectoryOutputConfig:
+    """The published trajectory: JMT-upsampled at `dt` over `horizon_s`, stitched onto the
+    commanded state over `stitch_duration_s`."""
+
+    dt: float = 0.25
+    horizon_s: float = 5.0
+    stitch_duration_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        _positive("trajectory.dt", self.dt)
+        _positive("trajectory.horizon_s", self.horizon_s)
+        _check(
+            self.dt <= self.horizon_s, "trajectory.dt", self.dt, "must be <= trajectory.horizon_s"
+        )
+        _check(
+            0.0 <= self.stitch_duration_s < self.horizon_s,
+            "trajectory.stitch_duration_s",
+            self.stitch_duration_s,
+            "must be in [0, horizon_s)",
+        )
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Validity gates on a trajectory (defaults: ALGORITHMS.md §9, Alpamayo's limits)."""
+
+    max_speed: float = 40.0
+    min_accel: float = -4.05
+    max_accel: float = 2.40
+    max_lateral_accel: float = 4.89
+    max_abs_jerk: float = 8.37
+    max_yaw_rate: float = 0.95
+
+    def __post_init__(self) -> None:
+        _positive("gates.max_speed", self.max_speed)
+        _check(self.min_accel < 0, "gates.min_accel", self.min_accel, "must be < 0")
+        _positive("gates.max_accel", self.max_accel)
+        _positive("gates.max_lateral_accel", self.max_lateral_accel)
+        _positive("gates.max_abs_jerk", self.max_abs_jerk)
+        _positive("gates.max_yaw_rate", self.max_yaw_rate)
+
+
+@dataclass(frozen=True)
+class FallbackConfig:
+    """What is published when there is no fresh valid plan."""
+
+    policy: str = "hold_last"
+    stop_deceleration: float = 2.0
+    max_hold_age_s: float = 1.5
+
+    def __post_init__(self) -> None:
+        _one_of("fallback.policy", self.policy, FALLBACK_POLICIES)
+        _positive("fallback.stop_deceleration", self.stop_deceleration)
+        _positive("fallback.max_hold_age_s", self.max_hold_age_s)
+
+
+@dataclass(frozen=True)
+class TopicsConfig:
+    """Topic names (DESIGN.md §4); all remappable."""
+
+    odom: str = "/odom"
+    route_command: str = "/planning/route_command"
+    trajectory: str = "/planning/trajectory"
+    rollouts: str = "/planning/rollouts"
+    reasoning: str = "/planning/reasoning"
+    diagnostics: str = "/diagnostics"
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            _check(
+                value.startswith("/"), f"topics.{f.name}", value, "must be an absolute topic name"
+            )
+
+
+@dataclass(frozen=True)
+class FramesConfig:
+    """TF frame ids: plans are expressed in `base_link` at t0."""
+
+    base_link: str = "base_link"
+    odom: str = "odom"
+
+    def __post_init__(self) -> None:
+        _check(bool(self.base_link), "frames.base_link", self.base_link, "must not be empty")
+        _check(bool(self.odom), "frames.odom", self.odom, "must not be empty")
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """The whole planner configuration."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    decoding: DecodingConfig = field(default_factory=DecodingConfig)
+    rollouts: RolloutConfig = field(default_factory=RolloutConfig)
+    control: ControlConfig = field(default_factory=ControlConfig)
+    cameras: tuple[CameraConfig, ...] = field(default_factory=_default_cameras)
+    frame_window: FrameWindowConfig = field(default_factory=FrameWindowConfig)
+    trajectory: TrajectoryOutputConfig = field(default_factory=TrajectoryOutputConfig)
+    gates: GateConfig = field(default_factory=GateConfig)
+    fallback: FallbackConfig = field(default_factory=FallbackConfig)
+    topics: TopicsConfig = field(default_factory=TopicsConfig)
+    frames: FramesConfig = field(default_factory=FramesConfig)
+
+    def __post_init__(self) -> None:
+        _check(len(self.cameras) >= 1, "cameras.names", [], "at least one camera is required")
+        names = [c.name for c in self.cameras]
+        _check(len(set(names)) == len(names), "cameras.names", names, "names must be unique")
+        topics = [c.topic for c in self.cameras]
+        _check(len(set(topics)) == len(topics), "cameras.topic", topics, "topics must be unique")
+
+    @property
+    def camera_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.cameras)
+
+
+# --------------------------------------------------------------------------------------------
+# Mapping between the nested parameter dict and the dataclass tree.
+
+
+def _coerce(where: str, value: Any, hint: Any) -> Any:
+    """Check a scalar against its annotation; ints are accepted where floats are expected."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(where, value, args[0])
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}={value!r}: must be a number")
+        return float(value)
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}={value!r}: must be an integer")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}={value!r}: must be true or false")
+        return value
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}={value!r}: must be a string")
+        return value
+    raise TypeError(f"{where}: unsupported annotation {hint!r}")  # a bug in this module
+
+
+def _build(cls: type, params: Mapping[str, Any], prefix: str) -> Any:
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"{prefix.rstrip('.') or '<root>'}={params!r}: must be a mapping")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(params) - names)
+    if unknown:
+        raise ConfigError(f"unknown parameter '{prefix}{unknown[0]}' (known: {sorted(names)})")
+    kwargs: dict[str, Any] = {}
+    for name, value in params.items():
+        where = f"{prefix}{name}"
+        hint = hints[name]
+        if cls is PlannerConfig and name == "cameras":
+            kwargs[name] = _build_cameras(value)
+        elif dataclasses.is_dataclass(hint):
+            kwargs[name] = _build(hint, value, f"{where}.")
+        else:
+            kwargs[name] = _coerce(where, value, hint)
+    return cls(**kwargs)
+
+
+def _build_cameras(params: Mapping[str, Any]) -> tuple[CameraConfig, ...]:
+    if not isinstance(params, Mapping) or "names" not in params:
+        raise ConfigError(f"cameras={params!r}: must be a mapping with a 'names' list")
+    names = params["names"]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"cameras.names={names!r}: must be a list of strings")
+    unknown = sorted(set(params) - {"names", *names})
+    if unknown:
+        raise ConfigError(f"unknown parameter 'cameras.{unknown[0]}': not listed in cameras.names")
+    cameras = []
+    for name in names:
+        sub = dict(params.get(name) or {})
+        sub.setdefault("topic", f"/camera/{name}/image_raw")
+        cameras.append(_build(CameraConfig, {"name": name, **sub}, f"cameras.{name}."))
+    return tuple(cameras)
+
+
+def config_from_params(params: Mapping[str, Any]) -> PlannerConfig:
+    """Build a validated `PlannerConfig` from a nested `ros__parameters` mapping.
+
+    Missing keys keep their defaults; unknown keys raise `ConfigError` naming the key.
+    """
+    return _build(PlannerConfig, params, "")
+
+
+def config_to_params(config: PlannerConfig) -> dict[str, Any]:
+    """The inverse of `config_from_params`: a nested mapping of ROS-representable values."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name == "cameras":
+            out["cameras"] = {"names": [c.name for c in value]}
+            for cam in value:
+                out["cameras"][cam.name] = {"topic": cam.topic, "transport": cam.transport}
+        else:
+            out[f.name] = dataclasses.asdict(value)
+    return out
+
+
+def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mapping → ROS 2 dotted parameter names (`decoding.strategy`)."""
+    flat: dict[str, Any] = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten_params(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def unflatten_params(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """ROS 2 dotted parameter names → nested mapping (the inverse of `flatten_params`)."""
+    nested: dict[str, Any] = {}
+    for name, value in flat.items():
+        node = nested
+        *parents, leaf = name.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"parameter {name!r} conflicts with a scalar at {part!r}")
+        node[leaf] = value
+    return nested
+
+
+def read_params_file(path: str | Path, node_name: str | None = None) -> dict[str, Any]:
+    """Read the `ros__parameters` of one node from a ROS 2 parameter YAML file.
+
+    With `node_name=None` the file must hold exactly one node (or the `/**` wildcard).
+    """
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"cannot read params file {path}: {e}") from e
+    if not isinstance(doc, dict) or not doc:
+        raise ConfigError(f"{path}: expected '<node_name>: {{ros__parameters: ...}}' at the top")
+    if node_name is None:
+        if len(doc) != 1:
+            raise ConfigError(f"{path}: holds nodes {sorted(doc)}; name the one to load")
+        node_name = next(iter(doc))
+    section = doc.get(node_name, doc.get("/**"))
+    if not isinstance(section, dict) or "ros__parameters" not in section:
+        raise ConfigError(f"{path}: no 'ros__parameters' for node {node_name!r}")
+    params = section["ros__parameters"] or {}
+    extra = sorted(set(section) - {"ros__parameters"})
+    if extra:
+        raise ConfigError(f"{path}: unknown key {extra[0]!r} next to ros__parameters")
+    return params
+
+
+def load_config(path: str | Path, node_name: str | None = None) -> PlannerConfig:
+    """Load and validate the planner configuration from a ROS 2 params YAML file."""
+    params = read_params_file(path, node_name)
+    try:
+        return config_from_params(params)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from e
+
+
+def dump_config(config: PlannerConfig, node_name: str = DEFAULT_NODE_NAME) -> str:
+    """The configuration as a ROS 2 params YAML document."""
+    doc = {node_name: {"ros__parameters": config_to_params(config)}}
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def package_root() -> Path:
+    """The folder holding `params/`, `models/`, `launch/`: the source checkout, or the
+    installed `share/blockplan` of a colcon/ament install."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "package.xml").is_file() and (parent / "params").is_dir():
+            return parent
+        share = parent / "share" / "blockplan"
+        if (share / "package.xml").is_file():
+            return share
+    raise ConfigError("cannot locate the blockplan package root (params/, models/)")
+
+
+def default_params_path() -> Path:
+    """The shipped `params/planner.yaml`."""
+    return package_root() / "params" / "planner.yaml"

@@ -1,0 +1,46 @@
+import json
+import subprocess
+import sys
+
+from blockplan import __version__
+from blockplan.cli import COMMANDS, main
+
+
+def test_version(capsys):
+    try:
+        main(["--version"])
+    except SystemExit as e:
+        assert e.code == 0
+    assert __version__ in capsys.readouterr().out
+
+
+def test_help_lists_every_command(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    for name in COMMANDS:
+        assert name in out
+
+
+def test_each_command_has_help():
+    for name in COMMANDS:
+        proc = subprocess.run(
+            [sys.executable, "-m", "blockplan.cli", name, "--help"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert f"blockplan {name}" in proc.stdout
+
+
+def test_config_command_json(capsys):
+    assert main(["-q", "config", "--json"]) == 0
+    params = json.loads(capsys.readouterr().out)
+    assert params["decoding"]["strategy"] == "scaffold_spec"
+
+
+def test_config_command_reports_bad_file(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("n: {ros__parameters: {decoding: {strategy: beam}}}\n")
+    assert main(["config", "--params", str(bad)]) == 1
+    assert "decoding.strategy='beam'" in capsys.readouterr().err

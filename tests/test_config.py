@@ -1,0 +1,144 @@
+import dataclasses
+
+import pytest
+import yaml
+
+from blockplan.config import (
+    ConfigError,
+    PlannerConfig,
+    config_from_params,
+    config_to_params,
+    default_params_path,
+    dump_config,
+    flatten_params,
+    load_config,
+    unflatten_params,
+)
+
+
+def test_shipped_params_load_and_match_defaults():
+    config = load_config(default_params_path())
+    assert config == PlannerConfig()
+
+
+def test_round_trip_through_yaml(tmp_path):
+    config = config_from_params(
+        {
+            "decoding": {"strategy": "ar"},
+            "rollouts": {"num_rollouts": 8, "temperature": 0.7},
+            "cameras": {"names": ["front", "rear"], "rear": {"transport": "compressed"}},
+        }
+    )
+    path = tmp_path / "p.yaml"
+    path.write_text(dump_config(config))
+    again = load_config(path)
+    assert again == config
+    assert again.cameras[1].transport == "compressed"
+    assert again.cameras[0].topic == "/camera/front/image_raw"
+
+
+def test_flat_ros_names_round_trip():
+    params = config_to_params(PlannerConfig())
+    flat = flatten_params(params)
+    assert flat["decoding.strategy"] == "scaffold_spec"
+    assert flat["cameras.names"] == ["front_left", "front", "front_right", "rear"]
+    assert unflatten_params(flat) == params
+    assert config_from_params(unflatten_params(flat)) == PlannerConfig()
+
+
+def test_ints_accepted_for_floats():
+    assert config_from_params({"control": {"rate_hz": 20}}).control.rate_hz == 20.0
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"model": {"backend": "cuda"}}, "model.backend"),
+        ({"model": {"dtype": "int3"}}, "model.dtype"),
+        ({"model": {"num_threads": 0}}, "model.num_threads"),
+        ({"model": {"dir": ""}}, "model.dir"),
+        ({"decoding": {"strategy": "beam"}}, "decoding.strategy"),
+        ({"decoding": {"confidence_threshold": 1.5}}, "decoding.confidence_threshold"),
+        ({"decoding": {"max_denoise_steps": 0}}, "decoding.max_denoise_steps"),
+        ({"rollouts": {"num_rollouts": 0}}, "rollouts.num_rollouts"),
+        ({"rollouts": {"temperature": -1.0}}, "rollouts.temperature"),
+        ({"control": {"rate_hz": 0}}, "control.rate_hz"),
+        ({"control": {"max_plan_age_s": -1}}, "control.max_plan_age_s"),
+        ({"control": {"timing": "fast"}}, "control.timing"),
+        ({"cameras": {"names": []}}, "cameras.names"),
+        ({"cameras": {"names": ["a", "a"]}}, "cameras.names"),
+        ({"cameras": {"names": ["bad name"]}}, "cameras.name"),
+        ({"cameras": {"names": ["f"], "f": {"topic": "rel"}}}, "cameras.f.topic"),
+        ({"cameras": {"names": ["f"], "f": {"transport": "h264"}}}, "cameras.f.transport"),
+        (
+            {"cameras": {"names": ["a", "b"], "a": {"topic": "/x"}, "b": {"topic": "/x"}}},
+            "cameras.topic",
+        ),
+        ({"frame_window": {"num_frames": 0}}, "frame_window.num_frames"),
+        ({"frame_window": {"frame_period_s": 0}}, "frame_window.frame_period_s"),
+        ({"frame_window": {"max_frame_age_s": float("nan")}}, "frame_window.max_frame_age_s"),
+        ({"frame_window": {"stale_camera_policy": "ignore"}}, "frame_window.stale_camera_policy"),
+        ({"trajectory": {"dt": 0}}, "trajectory.dt"),
+        ({"trajectory": {"dt": 6.0}}, "trajectory.dt"),
+        ({"trajectory": {"horizon_s": -5}}, "trajectory.horizon_s"),
+        ({"trajectory": {"stitch_duration_s": 5.0}}, "trajectory.stitch_duration_s"),
+        ({"gates": {"max_speed": 0}}, "gates.max_speed"),
+        ({"gates": {"min_accel": 1.0}}, "gates.min_accel"),
+        ({"gates": {"max_accel": -1.0}}, "gates.max_accel"),
+        ({"gates": {"max_lateral_accel": 0}}, "gates.max_lateral_accel"),
+        ({"gates": {"max_abs_jerk": 0}}, "gates.max_abs_jerk"),
+        ({"gates": {"max_yaw_rate": 0}}, "gates.max_yaw_rate"),
+        ({"fallback": {"policy": "swerve"}}, "fallback.policy"),
+        ({"fallback": {"stop_deceleration": 0}}, "fallback.stop_deceleration"),
+        ({"fallback": {"max_hold_age_s": 0}}, "fallback.max_hold_age_s"),
+        ({"topics": {"odom": "odom"}}, "topics.odom"),
+        ({"frames": {"base_link": ""}}, "frames.base_link"),
+        ({"control": {"rate_hz": "fast"}}, "control.rate_hz"),
+        ({"rollouts": {"num_rollouts": 2.5}}, "rollouts.num_rollouts"),
+        ({"model": {"dir": 3}}, "model.dir"),
+    ],
+)
+def test_validation_errors_name_the_field(params, field):
+    with pytest.raises(ConfigError) as info:
+        config_from_params(params)
+    assert field in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("params", "key"),
+    [
+        ({"decodng": {}}, "decodng"),
+        ({"decoding": {"strategyy": "ar"}}, "decoding.strategyy"),
+        ({"cameras": {"names": ["front"], "rear": {}}}, "cameras.rear"),
+        ({"cameras": {"names": ["front"], "front": {"topik": "/x"}}}, "cameras.front.topik"),
+    ],
+)
+def test_unknown_keys_are_errors_naming_the_key(params, key):
+    with pytest.raises(ConfigError, match="unknown parameter") as info:
+        config_from_params(params)
+    assert key in str(info.value)
+
+
+def test_file_errors(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("a: {ros__parameters: {}}\nb: {ros__parameters: {}}\n")
+    with pytest.raises(ConfigError, match="name the one"):
+        load_config(path)
+    assert load_config(path, "b") == PlannerConfig()
+    path.write_text("node: {params: {}}\n")
+    with pytest.raises(ConfigError, match="ros__parameters"):
+        load_config(path)
+    path.write_text(": : :\n")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+    path.write_text(yaml.safe_dump({"n": {"ros__parameters": {"control": {"rate_hz": -1}}}}))
+    with pytest.raises(ConfigError, match=r"p\.yaml: control\.rate_hz=-1"):
+        load_config(path)
+
+
+def test_config_is_frozen():
+    config = PlannerConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.control = None  # type: ignore[misc]
