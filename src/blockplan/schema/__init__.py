@@ -1,0 +1,1 @@
+"""The driving schema: scaffold compiler, tokenizers, prompt rendering and strict parser."""

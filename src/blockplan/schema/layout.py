@@ -1,0 +1,119 @@
+"""Token-level layouts shared by the schema and the decoding engine.
+
+These are the contract between `schema/` (which builds them) and `engine/` (which decodes
+against them): the engine knows nothing about JSON, text or tokenization, only positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+# Section names in causal order ("perceive, reason, decide, plan").
+SECTION_NAMES: tuple[str, ...] = (
+    "critical_objects",
+    "explanation",
+    "future_meta_behavior",
+    "trajectory",
+)
+
+
+class Tokenizer(Protocol):
+    """What the schema and the engine need from a tokenizer. Special tokens by name only."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+    def token_id(self, name: str) -> int:
+        """The id of a special token by its literal text (e.g. "<|MASK|>"); raises KeyError
+        naming the token if the vocabulary lacks it or it is not a single id."""
+        ...
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of the answer: positions [start, end) relative to the answer start."""
+
+    name: str
+    start: int
+    end: int
+    num_editable: int
+
+
+@dataclass(frozen=True)
+class Block:
+    """One decoding block: answer positions [start, end), inside a single section."""
+
+    start: int
+    end: int
+    section: str
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    """The full answer template for one schema + tokenizer + block size.
+
+    token_ids: (A,) the answer; structural positions hold their fixed token, editable
+    positions hold `mask_id`. is_editable: (A,) bool. Blocks cover [0, A) in order, aligned
+    to section starts, never straddling two sections.
+    """
+
+    token_ids: np.ndarray
+    is_editable: np.ndarray
+    sections: tuple[Section, ...]
+    blocks: tuple[Block, ...]
+    block_size: int
+    mask_id: int
+    null_id: int
+
+    def __len__(self) -> int:
+        return int(self.token_ids.shape[0])
+
+    def section(self, name: str) -> Section:
+        for s in self.sections:
+            if s.name == name:
+                return s
+        raise KeyError(f"scaffold has no section {name!r}")
+
+    def editable_positions(self, section: str | None = None) -> np.ndarray:
+        """Answer positions of editable slots, optionally of one section."""
+        mask = self.is_editable.copy()
+        if section is not None:
+            s = self.section(section)
+            mask[: s.start] = False
+            mask[s.end :] = False
+        return np.flatnonzero(mask)
+
+
+@dataclass(frozen=True)
+class ImageSpan:
+    """Prompt positions [start, end) that receive one camera frame's visual tokens."""
+
+    start: int
+    end: int
+    camera_index: int
+    frame_index: int
+
+
+@dataclass(frozen=True)
+class PromptLayout:
+    """A rendered prompt as token ids.
+
+    token_ids: (P,) with an image placeholder id at every visual-token position.
+    header_end: positions [0, header_end) are the prompt header (system text) that every
+    visual token may attend to under frame-local attention. image_spans are view-major
+    (camera 0 oldest→newest, then camera 1, …). The answer follows position P-1.
+    """
+
+    token_ids: np.ndarray
+    header_end: int
+    image_spans: tuple[ImageSpan, ...]
+
+    def __len__(self) -> int:
+        return int(self.token_ids.shape[0])
