@@ -49,7 +49,7 @@ SCENARIOS: dict[str, Scenario] = {
             env_id="highway-v0",
             description="straight 4-lane highway, dense traffic, MOBIL lane changes",
             config={"lanes_count": 4, "vehicles_count": 24, "vehicles_density": 1.3},
-            ego_speed_range=(22.0, 32.0),
+            ego_speed_range=(25.0, 30.0),
             max_duration_s=300.0,
         ),
         Scenario(
@@ -72,7 +72,7 @@ SCENARIOS: dict[str, Scenario] = {
             env_id="roundabout-generic-v1",
             description="2-lane roundabout: enter, circulate with yielding, exit north",
             config={"vehicles_count": 8},
-            ego_speed_range=(8.0, 11.0),
+            ego_speed_range=(6.0, 9.0),
             max_duration_s=30.0,
         ),
         Scenario(
@@ -80,7 +80,7 @@ SCENARIOS: dict[str, Scenario] = {
             env_id="intersection-v2",
             description="4-way junction with priorities: turns and crossing traffic",
             config={"initial_vehicle_count": 10, "spawn_probability": 0.6},
-            ego_speed_range=(7.0, 10.0),
+            ego_speed_range=(6.0, 9.0),
             max_duration_s=25.0,
             spawn_period_s=1.0,
             has_junction=True,
