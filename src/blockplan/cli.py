@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 
 from blockplan import __version__
@@ -59,6 +60,8 @@ def setup_logging(verbose: bool, quiet: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if hasattr(signal, "SIGPIPE"):  # `blockplan ... | head` ends quietly, like other CLI tools
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     parser = build_parser()
     # Global options come before the command; everything after it belongs to the command.
     command_index = next((i for i, a in enumerate(argv) if a in COMMANDS), None)
