@@ -20,12 +20,16 @@ from blockplan import __version__
 COMMANDS: dict[str, str] = {
     "config": "config",
     "schema": "schema",
+    "simulate": "simulate",
+    "dataset": "dataset",
 }
 
 # One-line help per command, kept here so `--help` imports no command module.
 COMMAND_HELP: dict[str, str] = {
     "config": "validate a params file and print the resolved configuration",
     "schema": "show the answer scaffold per section (editable/scaffold tokens, blocks)",
+    "simulate": "simulate a highway-env episode with the expert and write a ROS 2 bag",
+    "dataset": "generate a sharded train/val/test data set (and a Fast-dDrive JSON export)",
 }
 
 

@@ -44,7 +44,7 @@ def test_constant_speed_waypoints_are_the_future_positions() -> None:
     assert label.future_xy.shape == (20, 2) and np.allclose(label.future_t[[0, -1]], [0.25, 5])
     assert label.answer.longitudinal == Longitudinal.KEEP
     assert label.answer.lateral == Lateral.LANE_FOLLOW
-    assert len(label.history) == 5 and label.history[-1].stamp_ns == label.stamp_ns
+    assert len(label.history) == 7 and label.history[-1].stamp_ns == label.stamp_ns
     assert not any(label.answer.critical_objects.values())
     assert len(label.answer.explanation.split()) <= MAX_WORDS
 

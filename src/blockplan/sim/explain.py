@@ -1,12 +1,16 @@
 """The explanation sentence of a label: what is ahead, what the ego does, and why.
 
 Wording varies (phrases are drawn with the caller's generator, so a label is reproducible
-from the episode seed and step) and stays within MAX_WORDS words, the reference model's
-budget. The facts come from the world state and the expert's actual future motion.
+from the episode seed and step). The text stays within MAX_WORDS words and, given a
+`fits(text)` predicate (e.g. "at most schema.explanation_budget tokens"), within the model's
+token budget: the longest variant that fits is chosen (scene + action + reason, then scene +
+action, then action + reason, then the action alone). The facts come from the world state
+and the expert's actual future motion.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,45 +62,42 @@ def _scene(s: Situation, rng: np.random.Generator) -> str:
                 rng,
                 (
                     f"{adj}lead car {gap} m ahead",
-                    f"a {adj}vehicle {gap} m ahead in our lane",
-                    f"{adj}car about {gap} m in front",
+                    f"{adj}car {gap} m ahead",
+                    f"{adj}car {gap} m in front",
                 ),
             )
         )
     else:
-        parts.append(_pick(rng, ("lane ahead is clear", "open road ahead", "no car close ahead")))
+        parts.append(_pick(rng, ("lane ahead clear", "open road ahead", "no car close ahead")))
     if s.conflict == "merging":
         parts.append(
             _pick(
                 rng,
-                (
-                    f"a car merging from the {s.conflict_side}",
-                    f"vehicle cutting in from the {s.conflict_side}",
-                ),
+                (f"car merging from {s.conflict_side}", f"car cutting in from {s.conflict_side}"),
             )
         )
     elif s.conflict == "crossing":
-        parts.append(_pick(rng, ("crossing traffic", "a car crossing our path")))
+        parts.append(_pick(rng, ("crossing traffic", "car crossing our path")))
     elif s.conflict == "behind":
-        parts.append(f"a car closing on the {s.conflict_side}")
+        parts.append(f"car closing on {s.conflict_side}")
     if s.hazard_ahead_m is not None:
-        parts.append(_pick(rng, ("an obstacle ahead", "a blocked lane end ahead")))
+        parts.append(_pick(rng, ("obstacle ahead", "lane end ahead")))
     return ", ".join(parts)
 
 
 _LONG = {
-    Longitudinal.KEEP: ("keep speed", "hold speed", "maintain speed"),
+    Longitudinal.KEEP: ("keep speed", "hold speed", "cruise"),
     Longitudinal.ACCELERATE: ("speed up", "accelerate", "gain speed"),
-    Longitudinal.DECELERATE: ("slow down", "brake gently", "reduce speed"),
+    Longitudinal.DECELERATE: ("slow down", "brake gently", "ease off"),
     Longitudinal.STOP: ("stop", "come to a stop", "stop and wait"),
 }
 _LAT = {
-    Lateral.LANE_FOLLOW: ("stay in lane", "keep the lane", "follow the lane"),
-    Lateral.LANE_CHANGE_LEFT: ("change to the left lane", "move one lane left"),
-    Lateral.LANE_CHANGE_RIGHT: ("change to the right lane", "move one lane right"),
+    Lateral.LANE_FOLLOW: ("stay in lane", "keep lane", "follow the lane"),
+    Lateral.LANE_CHANGE_LEFT: ("change lane left", "move one lane left"),
+    Lateral.LANE_CHANGE_RIGHT: ("change lane right", "move one lane right"),
     Lateral.TURN_LEFT: ("turn left", "take the left turn"),
     Lateral.TURN_RIGHT: ("turn right", "take the right turn"),
-    Lateral.STRAIGHT: ("go straight through", "continue straight"),
+    Lateral.STRAIGHT: ("go straight", "continue straight"),
 }
 
 
@@ -110,31 +111,29 @@ def _reason(s: Situation, rng: np.random.Generator) -> str:
     )
     if s.lateral in (Lateral.LANE_CHANGE_LEFT, Lateral.LANE_CHANGE_RIGHT):
         if slower_lead or close_lead:
-            return _pick(rng, ("to pass slower traffic", "to overtake the car ahead"))
-        return _pick(rng, ("for a better lane", "to keep up the pace"))
+            return _pick(rng, ("to pass", "to overtake"))
+        return _pick(rng, ("for a better lane", "to keep pace"))
     if s.longitudinal in (Longitudinal.DECELERATE, Longitudinal.STOP):
         if s.conflict is not None:
-            return _pick(rng, ("to yield", "to let it go first", "to avoid a conflict"))
+            return _pick(rng, ("to yield", "to let it pass", "to avoid conflict"))
         if slower_lead or close_lead:
-            return _pick(rng, ("to keep a safe gap", "to avoid closing in"))
-        return _pick(rng, ("to match the traffic flow", "to settle at a safe speed"))
+            return _pick(rng, ("to keep a gap", "to keep distance"))
+        return _pick(rng, ("to match traffic", "for a safe speed"))
     if s.longitudinal == Longitudinal.ACCELERATE:
-        return _pick(rng, ("toward the target speed", "since the way is free"))
-    return _pick(
-        rng, ("as traffic is steady", "since the gap is safe", "as nothing requires a change")
-    )
+        return _pick(rng, ("to target speed", "as the way is free"))
+    return _pick(rng, ("as traffic is steady", "as the gap is safe", "as all is calm"))
 
 
-def explain(s: Situation, rng: np.random.Generator) -> str:
-    """One sentence, at most MAX_WORDS words."""
+def explain(
+    s: Situation, rng: np.random.Generator, fits: Callable[[str], bool] | None = None
+) -> str:
+    """One sentence of at most MAX_WORDS words, the longest variant that `fits`."""
     scene = _scene(s, rng)
-    action = f"{_pick(rng, _LONG[s.longitudinal])} and {_pick(rng, _LAT[s.lateral])}"
-    for text in (
-        f"{scene}; {action} {_reason(s, rng)}.",
-        f"{scene}; {action}.",
-        f"{action}.",
-    ):
+    action = f"{_pick(rng, _LONG[s.longitudinal])}, {_pick(rng, _LAT[s.lateral])}"
+    reason = _reason(s, rng)
+    variants = (f"{scene}; {action} {reason}.", f"{scene}; {action}.", f"{action} {reason}.")
+    for text in variants:
         text = text[0].upper() + text[1:]
-        if len(text.split()) <= MAX_WORDS:
+        if len(text.split()) <= MAX_WORDS and (fits is None or fits(text)):
             return text
-    raise AssertionError(f"explanation over {MAX_WORDS} words: {text!r}")  # phrases are short
+    return f"{action[0].upper()}{action[1:]}."  # the action alone: the shortest we can say

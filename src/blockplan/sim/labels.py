@@ -15,6 +15,7 @@ At a label time t0 (which needs 5 s of recorded future):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -208,9 +209,15 @@ def _situation(log: EpisodeLog, t0: float) -> tuple[dict[str, bool], Situation]:
     return critical, sit
 
 
-def label_at(log: EpisodeLog, t0: float, history_s: float = 2.0,
-             history_period_s: float = 0.5) -> SampleLabel:  # fmt: skip
-    """The full label at t0 (needs t0 + 5 s in the log and t0 >= 0)."""
+def label_at(
+    log: EpisodeLog,
+    t0: float,
+    history_s: float = 3.0,
+    history_period_s: float = 0.5,
+    fits: Callable[[str], bool] | None = None,
+) -> SampleLabel:
+    """The full label at t0 (needs t0 + 5 s in the log and t0 >= 0). `fits(text)` says
+    whether an explanation fits the model's budget (see `explain`)."""
     if t0 < 0 or t0 + HORIZON_S > log.duration + 1e-6:
         raise LabelError(
             f"t0={t0}: needs 0 <= t0 and t0 + {HORIZON_S} s <= episode duration {log.duration}"
@@ -231,7 +238,7 @@ def label_at(log: EpisodeLog, t0: float, history_s: float = 2.0,
     rng = np.random.default_rng([log.seed, i0, 11])
     answer = DrivingAnswer(
         critical_objects=critical,
-        explanation=explain(sit, rng),
+        explanation=explain(sit, rng, fits),
         longitudinal=longitudinal,
         lateral=lateral,
         waypoints=waypoints,
@@ -251,3 +258,19 @@ def label_at(log: EpisodeLog, t0: float, history_s: float = 2.0,
         route_command=_route_command(log, t0),
         facts=sit.as_facts(),
     )
+
+
+def explanation_budget_fits(schema=None, tokenizer=None) -> Callable[[str], bool]:
+    """`fits(text)`: the explanation encodes to at most `schema.explanation_budget` tokens
+    (defaults: the reference model's schema and tokenizer)."""
+    from blockplan.schema import default_schema, default_tokenizer
+    from blockplan.schema.answer import escape_explanation
+
+    schema = schema or default_schema()
+    tokenizer = tokenizer or default_tokenizer()
+    budget = schema.explanation_budget
+
+    def fits(text: str) -> bool:
+        return len(tokenizer.encode(escape_explanation(text))) <= budget
+
+    return fits
