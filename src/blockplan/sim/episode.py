@@ -56,7 +56,7 @@ class EpisodeLog:
     ego_lane: S lane indices ("from", "to", id). ego_in_junction: (S,) bool.
     boxes: (S, M, 4) x, y, yaw, speed of the M other objects; present: (S, M) bool.
     box_static: M Boxes holding the per-object constants (kind, size, colour).
-    crashed_at: time of the ego's crash, or None.
+    crashed_at: time of the ego's crash (negative: during the warm-up), or None.
     """
 
     scenario: str
@@ -176,7 +176,8 @@ def _ego_row(env: Any) -> tuple[list[float], tuple[str, str, int], bool]:
 
 
 def run_episode(scenario: Scenario, seed: int, duration_s: float) -> EpisodeLog:
-    """Simulate `duration_s` seconds (stops early at an ego crash) and return the log."""
+    """Simulate the scenario's warm-up, then record `duration_s` seconds (stops early at an
+    ego crash) and return the log."""
     if not 0 < duration_s <= scenario.max_duration_s:
         raise ScenarioError(
             f"duration={duration_s}: scenario {scenario.name!r} supports (0, "
@@ -190,7 +191,16 @@ def run_episode(scenario: Scenario, seed: int, duration_s: float) -> EpisodeLog:
     recorder = _Recorder()
     ego_rows, lanes, junction = [], [], []
     crashed_at = None
-    for i in range(num_steps):
+    num_warmup = int(round(scenario.warmup_s * SIM_HZ))
+    for i in range(num_warmup):
+        env.road.act()
+        env.road.step(dt)
+        if spawn_every and (i + 1) % spawn_every == 0:
+            spawn_traffic(env, scenario)
+        if env.vehicle.crashed:
+            crashed_at = (i + 1 - num_warmup) * dt  # negative: during the warm-up
+            break
+    for i in range(0 if crashed_at is not None else num_steps):
         row, lane, in_junction = _ego_row(env)
         ego_rows.append(row)
         lanes.append(lane)
@@ -206,6 +216,10 @@ def run_episode(scenario: Scenario, seed: int, duration_s: float) -> EpisodeLog:
         if spawn_every and (i + 1) % spawn_every == 0:
             spawn_traffic(env, scenario)
     env.close()
+    if not ego_rows:  # crashed during the warm-up: record the crash state only
+        row, lane, in_junction = _ego_row(env)
+        ego_rows, lanes, junction = [row], [lane], [in_junction]
+        recorder.record(env)
     boxes, present = recorder.arrays()
     ego = np.asarray(ego_rows)
     ego[:, EGO_YAW] = np.unwrap(ego[:, EGO_YAW])

@@ -26,8 +26,8 @@ class Scenario:
     """One scenario: a highway-env environment id, its config and how the ego is set up.
 
     ego_speed_range: the expert's target speed is drawn uniformly from it per seed (m/s).
-    max_duration_s: longest simulated time (including the label look-ahead) for which the
-    road network stays under the ego. spawn_period_s: how often the environment's own
+    max_duration_s: longest recorded time (including the label look-ahead) for which the
+    road network stays under the ego. warmup_s: simulated but not recorded. spawn_period_s: how often the environment's own
     traffic spawner runs (intersection only; None elsewhere).
     """
 
@@ -39,6 +39,7 @@ class Scenario:
     max_duration_s: float = 60.0
     spawn_period_s: float | None = None
     has_junction: bool = False
+    warmup_s: float = 2.0  # simulated before t = 0 so the spawn transients settle
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -73,7 +74,7 @@ SCENARIOS: dict[str, Scenario] = {
             description="2-lane roundabout: enter, circulate with yielding, exit north",
             config={"vehicles_count": 8},
             ego_speed_range=(6.0, 9.0),
-            max_duration_s=30.0,
+            max_duration_s=26.0,
         ),
         Scenario(
             name="intersection",
@@ -81,7 +82,8 @@ SCENARIOS: dict[str, Scenario] = {
             description="4-way junction with priorities: turns and crossing traffic",
             config={"initial_vehicle_count": 10, "spawn_probability": 0.6},
             ego_speed_range=(6.0, 9.0),
-            max_duration_s=25.0,
+            max_duration_s=22.0,
+            warmup_s=1.0,
             spawn_period_s=1.0,
             has_junction=True,
         ),
