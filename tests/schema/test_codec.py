@@ -28,15 +28,18 @@ EXPLANATIONS = st.one_of(
 COORDINATE = st.floats(min_value=-999.99, max_value=999.99, allow_nan=False)
 
 
-@st.composite
-def answers(draw) -> DrivingAnswer:
-    return DrivingAnswer(
-        critical_objects={k: draw(st.booleans()) for k in CRITICAL_OBJECT_KEYS},
-        explanation=draw(EXPLANATIONS),
-        longitudinal=draw(st.sampled_from(list(Longitudinal))),
-        lateral=draw(st.sampled_from(list(Lateral))),
-        waypoints=np.array(draw(st.lists(COORDINATE, min_size=10, max_size=10))).reshape(5, 2),
-    )
+ANSWERS = st.builds(
+    DrivingAnswer,
+    critical_objects=st.lists(st.booleans(), min_size=12, max_size=12).map(
+        lambda flags: dict(zip(CRITICAL_OBJECT_KEYS, flags, strict=True))
+    ),
+    explanation=EXPLANATIONS,
+    longitudinal=st.sampled_from(list(Longitudinal)),
+    lateral=st.sampled_from(list(Lateral)),
+    waypoints=st.lists(COORDINATE, min_size=10, max_size=10).map(
+        lambda v: np.array(v).reshape(5, 2)
+    ),
+)
 
 
 def make_answer(**changes) -> DrivingAnswer:
@@ -57,7 +60,7 @@ def scaffold(schema, tokenizer):
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(answer=answers())
+@given(answer=ANSWERS)
 def test_round_trip(answer, scaffold, tokenizer, schema):
     ids, report = encode_answer(answer, scaffold, tokenizer, schema)
     assert ids.shape == (len(scaffold),)
