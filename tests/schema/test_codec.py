@@ -278,3 +278,21 @@ def test_other_schema_round_trip(tokenizer):
     parsed = parse_answer(ids, scaffold, tokenizer, schema)
     assert report.num_clamped == 1
     assert parsed.waypoints[0].tolist() == [1.3, -2.0] and parsed.waypoints[4, 0] == 99.9
+
+
+def test_foreign_tokenizer_with_other_token_names(tmp_path):
+    """A tokenizer.json made elsewhere (Fast-dLLM names its mask `|<MASK>|`) works as is once
+    the schema names its tokens."""
+    from blockplan.schema import corpus, load_tokenizer, render_prompt, train_tokenizer
+
+    names = ("|<MASK>|", "<|pad|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
+             "<|image_pad|>", "<|vision_end|>")  # fmt: skip
+    texts = list(corpus.default_corpus(num_answers=200))
+    train_tokenizer(texts, 600, tmp_path / "tokenizer.json", special_tokens=names)
+    tokenizer = load_tokenizer(tmp_path / "tokenizer.json")
+    schema = DrivingSchema(mask_token="|<MASK>|", null_token="<|pad|>")
+    scaffold = compile_scaffold(schema, tokenizer, 32)
+    assert scaffold.mask_id == tokenizer.token_id("|<MASK>|")
+    ids, _ = encode_answer(make_answer(), scaffold, tokenizer, schema)
+    assert parse_answer(ids, scaffold, tokenizer, schema).lateral is Lateral.LANE_FOLLOW
+    assert len(render_prompt(None, tokenizer, schema, ("front",), 2, 4)) > 0

@@ -122,7 +122,9 @@ def encode_answer(
         assert len(value) <= span.length, (span, value)
         ids[span.start : span.end] = value + [vocab.null_id] * (span.length - len(value))
     is_truncated = num_tokens > schema.explanation_budget
-    return np.array(ids, dtype=np.int64), EncodeReport(num_tokens, is_truncated, num_dropped, num_clamped)
+    return np.array(ids, dtype=np.int64), EncodeReport(
+        num_tokens, is_truncated, num_dropped, num_clamped
+    )
 
 
 def _until_null(values: list[int], vocab: SlotVocab, where: SlotSpan) -> list[int]:
