@@ -53,7 +53,7 @@ class PromptText:
 def ego_history_array(states: Sequence[EgoState], t0_ns: int, schema: DrivingSchema) -> np.ndarray:
     """(num_history, 6) [x, y, vx, vy, ax, ay] at t0 - (num_history-1)·period … t0, in the ego
     frame at t0 (x forward, y left). States are linearly interpolated by stamp (yaw
-    unwrapped); before the oldest state the oldest is held."""
+    unwrapped); before the oldest state the oldest is held, after the newest the newest."""
     if not states:
         raise SchemaError("ego_history is empty: need at least the ego state at t0")
     stamps = np.array([ns_to_seconds(s.stamp_ns) for s in states])  # (S,)
@@ -216,7 +216,8 @@ def render_prompt(
     ego_history: (num_history, 6) [x, y, vx, vy, ax, ay] in the ego frame at t0, oldest first;
     default: from `observation.ego_history` (see `ego_history_array`), or zeros when there is
     no observation (a template prompt of the same length). route_command: default the
-    observation's, else the schema's first.
+    observation's, else the schema's first. History values beyond ±999.99 are clamped (a
+    fixed-width prompt cannot hold them; at 0.5 s spacing over 3 s they do not occur).
     """
     if tokens_per_image < 1:
         raise SchemaError(f"tokens_per_image={tokens_per_image}: must be >= 1")
