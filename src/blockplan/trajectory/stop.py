@@ -28,41 +28,56 @@ from blockplan.types import Trajectory
 
 _STOPPED_SPEED = 1e-6  # m/s: a state this slow is already at rest
 _DURATION_GRID_S = np.geomspace(1e-2, 1e3, 241)  # candidate stop durations, ~5% apart
-_U_GRID = np.linspace(0.0, 1.0, 201)  # normalised time for the no-reversing check
-_BISECTION_STEPS = 40
+_REFINEMENTS = 3  # each refinement narrows the bracket ~240×
 _TOLERANCE = 1e-9
 
 
-def _profile_ok(
-    v0: float, a0: float, duration: float, max_decel: float, max_jerk: float | None
-) -> bool:
-    u = _U_GRID
-    accel = a0 * (1 - 4 * u + 3 * u**2) - (6 * v0 / duration) * u * (1 - u)
-    speed = v0 * (1 - 3 * u**2 + 2 * u**3) + a0 * duration * u * (1 - u) ** 2
-    if accel.min() < -max_decel - _TOLERANCE or speed.min() < -_TOLERANCE:
-        return False
+def _min_quadratic(c0: float, c1: np.ndarray, c2: np.ndarray) -> np.ndarray:
+    """min over u in [0, 1] of c0 + c1 u + c2 u², for arrays of (c1, c2)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        vertex = np.where(c2 > 0, -c1 / (2 * c2), 0.0)
+    vertex = np.clip(np.nan_to_num(vertex), 0.0, 1.0)
+    return np.minimum.reduce([np.full_like(c1, c0), c0 + c1 + c2, c0 + (c1 + c2 * vertex) * vertex])
+
+
+def _profiles_ok(
+    v0: float, a0: float, durations: np.ndarray, max_decel: float, max_jerk: float | None
+) -> np.ndarray:
+    """(M,) whether the stop of each duration (M,) meets the limits."""
+    T = durations
+    # a(u) = a0 + B u + C u² (quadratic in u = t / T).
+    b = -4 * a0 - 6 * v0 / T
+    c = 3 * a0 + 6 * v0 / T
+    ok = _min_quadratic(a0, b, c) >= -max_decel - _TOLERANCE
+    # v(u) is cubic with v' = T a(u): its minimum is at u = 0, 1 or a root of a(u).
+    disc = np.maximum(b * b - 4 * c * a0, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        roots = [(-b - np.sqrt(disc)) / (2 * c), (-b + np.sqrt(disc)) / (2 * c)]
+    for u in (np.ones_like(T), *(np.clip(np.nan_to_num(r), 0.0, 1.0) for r in roots)):
+        speed = v0 * (1 - 3 * u**2 + 2 * u**3) + a0 * T * u * (1 - u) ** 2
+        ok &= speed >= -_TOLERANCE
     if max_jerk is not None:
-        jerk_start = (-4 * a0 - 6 * v0 / duration) / duration  # jerk is linear in u
-        jerk_end = (2 * a0 + 6 * v0 / duration) / duration
-        if max(abs(jerk_start), abs(jerk_end)) > max_jerk + _TOLERANCE:
-            return False
-    return True
+        # jerk = (B + 2 C u) / T is linear in u: extremes at the ends.
+        ok &= np.maximum(np.abs(b), np.abs(b + 2 * c)) / T <= max_jerk + _TOLERANCE
+    return ok
 
 
 def _shortest_duration(
     v0: float, a0: float, max_decel: float, max_jerk: float | None
 ) -> float | None:
-    ok = [_profile_ok(v0, a0, T, max_decel, max_jerk) for T in _DURATION_GRID_S]
-    if not any(ok):
+    """The first duration on the grid meeting the limits, refined on finer grids between it
+    and its predecessor."""
+    grid = _DURATION_GRID_S
+    ok = _profiles_ok(v0, a0, grid, max_decel, max_jerk)
+    if not ok.any():
         return None
-    k = ok.index(True)
-    if k == 0:
-        return float(_DURATION_GRID_S[0])
-    lo, hi = float(_DURATION_GRID_S[k - 1]), float(_DURATION_GRID_S[k])
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if _profile_ok(v0, a0, mid, max_decel, max_jerk) else (mid, hi)
-    return hi
+    for _ in range(_REFINEMENTS):
+        k = int(np.argmax(ok))
+        if k == 0:
+            break
+        grid = np.linspace(grid[k - 1], grid[k], len(_DURATION_GRID_S))
+        ok = _profiles_ok(v0, a0, grid, max_decel, max_jerk)
+    return float(grid[int(np.argmax(ok))])
 
 
 def stop_duration(
