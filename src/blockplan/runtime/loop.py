@@ -138,8 +138,10 @@ class PlannerRuntime:
     def on_invalid_input(self, kind: str, detail: str) -> None:
         """An input the adapter could not use (undecodable image, corrupt message…)."""
         self.health.count_invalid(kind)
+        # The first of each kind is a warning; repeats (a broken camera at 30 Hz) go to debug.
+        level = logging.DEBUG if kind in self.last_problem else logging.WARNING
         self.last_problem[kind] = detail
-        log.warning("invalid input (%s): %s", kind, detail)
+        log.log(level, "invalid input (%s): %s", kind, detail)
 
     def reset(self, reason: str) -> None:
         """Forget everything tied to the old timeline (time jump)."""
