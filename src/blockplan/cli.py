@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 
 from blockplan import __version__
@@ -19,12 +20,14 @@ from blockplan import __version__
 COMMANDS: dict[str, str] = {
     "replay": "replay",
     "config": "config",
+    "schema": "schema",
 }
 
 # One-line help per command, kept here so `--help` imports no command module.
 COMMAND_HELP: dict[str, str] = {
     "replay": "replay a ROS 2 bag through the control loop: plans.mcap, metrics.json, report.html",
     "config": "validate a params file and print the resolved configuration",
+    "schema": "show the answer scaffold per section (editable/scaffold tokens, blocks)",
 }
 
 
@@ -59,6 +62,8 @@ def setup_logging(verbose: bool, quiet: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if hasattr(signal, "SIGPIPE"):  # `blockplan ... | head` ends quietly, like other CLI tools
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     parser = build_parser()
     # Global options come before the command; everything after it belongs to the command.
     command_index = next((i for i, a in enumerate(argv) if a in COMMANDS), None)
