@@ -14,7 +14,8 @@ from blockplan.runtime.frames import (
 )
 from blockplan.runtime.health import DiagnosticStatusData, Health
 from blockplan.runtime.limits import RuntimeLimits
-from blockplan.runtime.loop import PlannerRuntime, TickOutput
+from blockplan.runtime.loop import PlannerRuntime
+from blockplan.runtime.output import TickOutput, choose_trajectory
 from blockplan.runtime.planner import ConstantVelocityPlanner, Planner
 from blockplan.runtime.plans import AcceptedPlan, InvalidPlanError, plan_trajectory
 from blockplan.runtime.worker import (
@@ -51,6 +52,7 @@ __all__ = [
     "VirtualClock",
     "VirtualWorker",
     "WindowSnapshot",
+    "choose_trajectory",
     "default_stopwatch",
     "plan_trajectory",
 ]

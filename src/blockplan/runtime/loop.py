@@ -16,10 +16,8 @@ fallback plan are reset and in-flight results from before the jump are discarded
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
-from dataclasses import dataclass, field
 
 from blockplan.config import PlannerConfig
 from blockplan.runtime.clock import Clock, Stopwatch, default_stopwatch
@@ -28,6 +26,7 @@ from blockplan.runtime.ego import EgoHistory, OdometryResult
 from blockplan.runtime.frames import FrameWindow, PushResult, WindowSnapshot
 from blockplan.runtime.health import DiagnosticStatusData, Health
 from blockplan.runtime.limits import RuntimeLimits
+from blockplan.runtime.output import TickOutput, choose_trajectory
 from blockplan.runtime.planner import Planner
 from blockplan.runtime.plans import AcceptedPlan, plan_trajectory
 from blockplan.runtime.worker import (
@@ -37,29 +36,10 @@ from blockplan.runtime.worker import (
     ThreadWorker,
     VirtualWorker,
 )
-from blockplan.trajectory import Fallback, KinematicState, Pose2D, stitch
-from blockplan.types import CameraFrame, EgoState, Observation, Trajectory, seconds_to_ns
+from blockplan.trajectory import Fallback, Pose2D
+from blockplan.types import CameraFrame, EgoState, Observation, seconds_to_ns
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TickOutput:
-    """What one tick publishes. trajectory: ego frame at `trajectory.stamp_ns` (now).
-    source: the plan it was stitched from (None for a stop). new_plans: plans accepted at this
-    tick (their reasoning and rollouts are published once)."""
-
-    now_ns: int
-    trajectory: Trajectory
-    is_fallback: bool
-    reason: str
-    source: AcceptedPlan | None
-    new_plans: tuple[AcceptedPlan, ...]
-    snapshot: WindowSnapshot
-    ego: EgoState | None
-    is_requested: bool
-    tick_ns: int
-    events: tuple[str, ...] = field(default_factory=tuple)
 
 
 class PlannerRuntime:
@@ -171,14 +151,33 @@ class PlannerRuntime:
         is_requested, forced_reason, inference_ns = self._maybe_request(now, snapshot)
         if is_requested:
             new_plans += self._collect(now)
-        output = self._publish(now, snapshot, new_plans, is_requested, forced_reason)
+        ego_now = self.ego.state_at(now)
+        choice = choose_trajectory(
+            now, self.newest, self.fallback, ego_now, self.config, forced_reason
+        )
+        if choice.is_fallback:
+            self.health.count("fallbacks")
+        elif choice.source is not None:
+            self.health.record_latency("plan_age", max(0, now - choice.source.stamp_ns))
         tick_ns = self.stopwatch() - start - inference_ns
         if tick_ns > self.period_ns:
             self.health.count("deadline_misses")
         self.health.record_latency("tick", tick_ns)
         self._last_tick_ns = now
         events, self._events = tuple(self._events), []
-        output = dataclasses.replace(output, tick_ns=tick_ns, events=events)
+        output = TickOutput(
+            now_ns=now,
+            trajectory=choice.trajectory,
+            is_fallback=choice.is_fallback,
+            reason=choice.reason,
+            source=choice.source,
+            new_plans=tuple(new_plans),
+            snapshot=snapshot,
+            ego=ego_now,
+            is_requested=is_requested,
+            tick_ns=tick_ns,
+            events=events,
+        )
         self.last_output = output
         return output
 
@@ -262,66 +261,6 @@ class PlannerRuntime:
         start = self.stopwatch()
         self.worker.submit(InferenceRequest(observation, now, self.epoch, is_degraded))
         return True, None, self.stopwatch() - start
-
-    def _publish(
-        self,
-        now: int,
-        snapshot: WindowSnapshot,
-        new_plans: list[AcceptedPlan],
-        is_requested: bool,
-        forced_reason: str | None,
-    ) -> TickOutput:
-        ego_now = self.ego.state_at(now)
-        if ego_now is None:
-            commanded, now_pose = KinematicState(v=0.0), Pose2D()
-        else:
-            commanded = KinematicState.from_ego_state(ego_now)
-            now_pose = Pose2D.from_ego_state(ego_now)
-        newest = self.newest
-        max_age = seconds_to_ns(self.config.control.max_plan_age_s)
-        reason = forced_reason
-        if reason is None:
-            if newest is None:
-                reason = "no valid plan yet"
-            elif now - newest.stamp_ns > max_age:
-                reason = f"newest plan is {(now - newest.stamp_ns) / 1e9:.3f} s old"
-        # A plan stamped marginally after now (camera clock ahead): publish it at its stamp.
-        out = self.config.trajectory
-        if reason is None:
-            assert newest is not None
-            stamp = max(now, newest.stamp_ns)
-            traj = stitch(
-                newest.trajectory,
-                newest.pose,
-                now_pose,
-                stamp,
-                commanded,
-                join_s=out.stitch_duration_s,
-                dt=out.dt,
-                horizon_s=out.horizon_s,
-            )
-            self.health.record_latency("plan_age", max(0, now - newest.stamp_ns))
-            return TickOutput(
-                now, traj, False, "", newest, tuple(new_plans), snapshot, ego_now, is_requested, 0
-            )
-        held = self.fallback.last_plan
-        stamp = max(now, held.stamp_ns) if held is not None else now
-        result = self.fallback.trajectory(stamp, now_pose, commanded)
-        self.health.count("fallbacks")
-        source = newest if result.action == "hold_last" else None
-        full_reason = f"{reason}; fallback {result.action}: {result.reason}"
-        return TickOutput(
-            now,
-            result.trajectory,
-            True,
-            full_reason,
-            source,
-            tuple(new_plans),
-            snapshot,
-            ego_now,
-            is_requested,
-            0,
-        )
 
     # ---------------------------------------------------------------- reporting
 
