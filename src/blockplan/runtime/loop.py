@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 
 from blockplan.config import PlannerConfig
 from blockplan.runtime.clock import Clock, Stopwatch, default_stopwatch
@@ -84,6 +85,8 @@ class PlannerRuntime:
         self._last_tick_ns: int | None = None
         self._events: list[str] = []
         self._num_invalid_reported = 0
+        # tick() and reset() may run on different executor threads in the live node.
+        self._lock = threading.RLock()
 
     # ---------------------------------------------------------------- inputs (any thread)
 
@@ -125,6 +128,10 @@ class PlannerRuntime:
 
     def reset(self, reason: str) -> None:
         """Forget everything tied to the old timeline (time jump)."""
+        with self._lock:
+            self._reset(reason)
+
+    def _reset(self, reason: str) -> None:
         self.window.clear()
         self.ego.clear()
         self.fallback.reset()
@@ -138,11 +145,16 @@ class PlannerRuntime:
     # ---------------------------------------------------------------- the tick
 
     def tick(self) -> TickOutput:
+        """One control period: snapshot, request, publish (see the module docstring)."""
+        with self._lock:
+            return self._tick()
+
+    def _tick(self) -> TickOutput:
         start = self.stopwatch()
         now = self.clock.now_ns()
         if self._last_tick_ns is not None:
             if now < self._last_tick_ns - seconds_to_ns(self.limits.time_jump_s):
-                self.reset(f"clock jumped back from {self._last_tick_ns} to {now} ns")
+                self._reset(f"clock jumped back from {self._last_tick_ns} to {now} ns")
             elif now - self._last_tick_ns > self.period_ns * 3 // 2:
                 self.health.count("deadline_misses")  # the timer itself fired late
         self.health.count("ticks")
