@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bagmaker import BagSpec, make_bag
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 
@@ -17,6 +16,7 @@ from blockplan.config import PlannerConfig
 from blockplan.replay import ReplayInputError, run_replay
 from blockplan.runtime import ConstantVelocityPlanner
 from blockplan.types import Observation, Plan
+from tests.replay.bagmaker import BagSpec, make_bag
 
 
 def _decoded(path: Path, topic: str) -> list:

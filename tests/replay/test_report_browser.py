@@ -8,11 +8,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from bagmaker import BagSpec, make_bag
 
 from blockplan.config import PlannerConfig
 from blockplan.replay import run_replay
 from blockplan.runtime import ConstantVelocityPlanner
+from tests.replay.bagmaker import BagSpec, make_bag
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium")
