@@ -59,7 +59,7 @@ def test_logits_match_transformers_with_cache(tmp_path):
         chunks = []
         # prefill 11, then 1 token, then 7, then one by one
         cuts = [0, 11, 12, 19, *range(20, 31)]
-        for a, b in zip(cuts[:-1], cuts[1:]):
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
             chunks.append(ours(ids[:, a:b], cache=cache, mask=causal_mask(b - a, a)))
             cache.commit(b - a)
         got = torch.cat(chunks, dim=1)
