@@ -114,11 +114,12 @@ def load_state(module: nn.Module, state: dict[str, torch.Tensor], where: str) ->
         )
 
 
-def unique_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
-    """The state dict without tied duplicates (safetensors refuses shared storage)."""
+def unique_tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` without tied duplicates (safetensors refuses shared storage); the first name
+    of a shared tensor wins (HF order: `model.embed_tokens.weight` before `lm_head.weight`)."""
     out: dict[str, torch.Tensor] = {}
     seen: set[int] = set()
-    for name, tensor in module.state_dict().items():
+    for name, tensor in state.items():
         key = tensor.data_ptr()
         if key in seen:
             continue
@@ -128,7 +129,7 @@ def unique_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def save_folder(
-    module: nn.Module,
+    tensors: dict[str, torch.Tensor],
     config: dict[str, Any],
     folder: str | Path,
     extra: dict[str, str] | None = None,
@@ -137,7 +138,7 @@ def save_folder(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
-    save_file(unique_state_dict(module), folder / WEIGHTS_NAME, metadata={"format": "pt"})
+    save_file(unique_tensors(tensors), folder / WEIGHTS_NAME, metadata={"format": "pt"})
     for name, text in (extra or {}).items():
         (folder / name).write_text(text)
     write_manifest(folder)
@@ -197,7 +198,7 @@ def save_pretrained(model: nn.Module, path: str | Path) -> Path:
     from blockplan.model.decoder import Decoder
 
     if isinstance(model, Decoder):
-        return save_folder(model, model.config.to_dict(), path)
+        return save_folder(model.state_dict(), model.config.to_dict(), path)
     save = getattr(model, "save_pretrained", None)
     if save is None:
         raise TypeError(f"save_pretrained: cannot save a {type(model).__name__}")
