@@ -31,6 +31,7 @@ import torch
 
 from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.picking import Picker
+from blockplan.model.config import DecoderConfig
 from blockplan.model.masks import causal_mask, draft_mask
 from blockplan.schema.layout import Scaffold
 
@@ -50,6 +51,9 @@ class TokenModel(Protocol):
     ) -> torch.Tensor: ...
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor: ...
+
+    @property
+    def decoder_config(self) -> DecoderConfig: ...
 
 
 @dataclass

@@ -38,6 +38,10 @@ class Decoder(nn.Module):
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
+    @property
+    def decoder_config(self) -> DecoderConfig:
+        return self.config
+
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Token embeddings (B, S, W) of ids (B, S)."""
         return self.model.embed_tokens(input_ids)

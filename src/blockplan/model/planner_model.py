@@ -87,6 +87,10 @@ class PlannerModel(nn.Module):
     def forward(self, input_ids: torch.Tensor | None = None, **kwargs: Any) -> torch.Tensor:
         return self.decoder(input_ids, **kwargs)
 
+    @property
+    def decoder_config(self) -> DecoderConfig:
+        return self.config.decoder
+
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.decoder.embed(input_ids)
 
