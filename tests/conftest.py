@@ -27,9 +27,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
     has_ros, has_gpu = _has_rclpy(), _has_gpu()
     for item in items:
-        if "ros" in item.keywords and not has_ros:
+        if item.get_closest_marker("ros") and not has_ros:
             item.add_marker(skip_ros)
-        if "gpu" in item.keywords and not has_gpu:
+        if item.get_closest_marker("gpu") and not has_gpu:
             item.add_marker(skip_gpu)
 
 

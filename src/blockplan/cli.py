@@ -18,11 +18,13 @@ from blockplan import __version__
 # Subcommands in the order `--help` lists them: name -> module under blockplan.commands.
 COMMANDS: dict[str, str] = {
     "config": "config",
+    "schema": "schema",
 }
 
 # One-line help per command, kept here so `--help` imports no command module.
 COMMAND_HELP: dict[str, str] = {
     "config": "validate a params file and print the resolved configuration",
+    "schema": "show the answer scaffold per section (editable/scaffold tokens, blocks)",
 }
 
 

@@ -1,0 +1,96 @@
+"""Launch the blockplan planner as a lifecycle node (auto-configured and activated).
+
+Arguments:
+  params_file   ROS 2 params YAML (default: the installed params/planner.yaml)
+  model_dir     model folder; overrides `model.dir` from the params file when set
+  namespace     namespace for the node and its topics (default: none)
+  use_sim_time  true when replaying a bag with `ros2 bag play --clock`
+  rviz          true to start RViz with rviz/blockplan.rviz
+  auto_activate true to drive the lifecycle node to `active` at start
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler
+from launch.conditions import IfCondition
+from launch.events import matches_action
+from launch.substitutions import LaunchConfiguration, PythonExpression
+from launch_ros.actions import LifecycleNode, Node
+from launch_ros.event_handlers import OnStateTransition
+from launch_ros.events.lifecycle import ChangeState
+from lifecycle_msgs.msg import Transition
+
+from launch import LaunchDescription
+
+
+def generate_launch_description():
+    share = get_package_share_directory("blockplan")
+    params_file = LaunchConfiguration("params_file")
+    model_dir = LaunchConfiguration("model_dir")
+    namespace = LaunchConfiguration("namespace")
+    use_sim_time = LaunchConfiguration("use_sim_time")
+    auto_activate = LaunchConfiguration("auto_activate")
+
+    arguments = [
+        DeclareLaunchArgument(
+            "params_file",
+            default_value=os.path.join(share, "params", "planner.yaml"),
+            description="ROS 2 params YAML for the planner",
+        ),
+        DeclareLaunchArgument(
+            "model_dir", default_value="", description="model folder (overrides model.dir)"
+        ),
+        DeclareLaunchArgument("namespace", default_value="", description="node namespace"),
+        DeclareLaunchArgument(
+            "use_sim_time", default_value="false", description="use /clock (bag replay)"
+        ),
+        DeclareLaunchArgument("rviz", default_value="false", description="start RViz"),
+        DeclareLaunchArgument(
+            "auto_activate", default_value="true", description="configure + activate at start"
+        ),
+    ]
+
+    overrides = {"use_sim_time": PythonExpression(["'", use_sim_time, "' == 'true'"])}
+    planner = LifecycleNode(
+        package="blockplan",
+        executable="planner_node",
+        name="blockplan_planner",
+        namespace=namespace,
+        parameters=[params_file, overrides, {"model_dir_override": model_dir}],
+        output="screen",
+        emulate_tty=True,
+    )
+
+    configure = EmitEvent(
+        event=ChangeState(
+            lifecycle_node_matcher=matches_action(planner),
+            transition_id=Transition.TRANSITION_CONFIGURE,
+        ),
+        condition=IfCondition(auto_activate),
+    )
+    activate_when_inactive = RegisterEventHandler(
+        OnStateTransition(
+            target_lifecycle_node=planner,
+            goal_state="inactive",
+            entities=[
+                EmitEvent(
+                    event=ChangeState(
+                        lifecycle_node_matcher=matches_action(planner),
+                        transition_id=Transition.TRANSITION_ACTIVATE,
+                    )
+                )
+            ],
+        ),
+        condition=IfCondition(auto_activate),
+    )
+
+    rviz = Node(
+        package="rviz2",
+        executable="rviz2",
+        arguments=["-d", os.path.join(share, "rviz", "blockplan.rviz")],
+        parameters=[overrides],
+        condition=IfCondition(LaunchConfiguration("rviz")),
+        output="screen",
+    )
+    return LaunchDescription([*arguments, planner, activate_when_inactive, configure, rviz])

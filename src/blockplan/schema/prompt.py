@@ -1,0 +1,217 @@
+"""The prompt: system text, cameras and images, navigation command, ego history.
+
+One description renders two ways: `render_prompt` → token ids (`PromptLayout`) for our
+engine, `render_prompt_text` → chat text with one `<image>` per frame for a Fast-dDrive-style
+JSON export. Token layout (Qwen2.5-VL chat format):
+
+    <|im_start|>system\\n{system}<|im_end|>\\n<|im_start|>user\\n{camera line}\\n   ← header
+    [<|vision_start|> <|image_pad|> × tokens_per_image <|vision_end|>] × K cameras × T frames
+    \\nNavigation command: {command}\\nEgo history ...:\\n-3.0: [x, y, vx, vy, ax, ay]\\n ...
+    <|im_end|>\\n<|im_start|>assistant\\n                                            ← answer follows
+
+The prompt length depends only on (schema, tokenizer, cameras, frames, tokens_per_image):
+static text is the same for every observation, every number is fixed-width and encoded on its
+own (one token per character), and the command is padded with the null token to the longest
+command of the schema. Images are contiguous and view-major, right after the header, so under
+frame-local attention a frame's tokens see the header and their own frame only. Each
+`ImageSpan` covers a frame's `<|image_pad|>` positions; its `<|vision_start|>` sits at
+start - 1 and its `<|vision_end|>` at end (they belong to the frame's attention group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from blockplan.schema.layout import ImageSpan, PromptLayout, Tokenizer
+from blockplan.schema.spec import DrivingSchema, SchemaError, format_number
+from blockplan.types import EgoState, Observation, ns_to_seconds
+
+IMAGE_PLACEHOLDER = "<image>"
+HISTORY_COLUMNS = ("x", "y", "vx", "vy", "ax", "ay")
+
+
+@dataclass(frozen=True)
+class PromptText:
+    """The prompt as chat text: `system` and `user` turn contents; `user` holds one
+    `<image>` per frame, view-major."""
+
+    system: str
+    user: str
+    num_images: int
+
+    def chat(self, schema: DrivingSchema) -> str:
+        """The whole prompt in the chat format, ending where the assistant answer begins."""
+        s, e = schema.im_start_token, schema.im_end_token
+        return f"{s}system\n{self.system}{e}\n{s}user\n{self.user}{e}\n{s}assistant\n"
+
+
+def ego_history_array(states: Sequence[EgoState], t0_ns: int, schema: DrivingSchema) -> np.ndarray:
+    """(num_history, 6) [x, y, vx, vy, ax, ay] at t0 - (num_history-1)·period … t0, in the ego
+    frame at t0 (x forward, y left). States are linearly interpolated by stamp (yaw
+    unwrapped); before the oldest state the oldest is held."""
+    if not states:
+        raise SchemaError("ego_history is empty: need at least the ego state at t0")
+    stamps = np.array([ns_to_seconds(s.stamp_ns) for s in states])  # (S,)
+    if np.any(np.diff(stamps) < 0):
+        raise SchemaError("ego_history stamps must be oldest→newest")
+    t0 = ns_to_seconds(t0_ns)
+    times = t0 - schema.history_period_s * np.arange(schema.num_history - 1, -1, -1)  # (H,)
+    fields = np.array(
+        [[s.x, s.y, s.yaw, s.v_x, s.v_y, s.a_x, s.a_y] for s in states], dtype=np.float64
+    )  # (S, 7)
+    if not np.all(np.isfinite(fields)):
+        raise SchemaError("ego_history holds a non-finite value")
+    fields[:, 2] = np.unwrap(fields[:, 2])
+    at = np.stack([np.interp(times, stamps, fields[:, k]) for k in range(7)], axis=-1)  # (H, 7)
+    ref = np.array([np.interp(t0, stamps, fields[:, k]) for k in range(3)])  # x0, y0, yaw0
+    c, s = np.cos(ref[2]), np.sin(ref[2])
+    world_to_ego = np.array([[c, s], [-s, c]])  # R(-yaw0)
+    pos = (at[:, :2] - ref[:2]) @ world_to_ego.T  # (H, 2)
+    dyaw = at[:, 2] - ref[2]  # body frame at t_k → ego frame at t0: R(yaw_k - yaw0)
+    cd, sd = np.cos(dyaw), np.sin(dyaw)
+
+    def rotate(v: np.ndarray) -> np.ndarray:  # (H, 2) → (H, 2)
+        return np.stack([cd * v[:, 0] - sd * v[:, 1], sd * v[:, 0] + cd * v[:, 1]], axis=-1)
+
+    return np.concatenate([pos, rotate(at[:, 3:5]), rotate(at[:, 5:7])], axis=-1)  # (H, 6)
+
+
+def _history(
+    observation: Observation | None, ego_history: np.ndarray | None, schema: DrivingSchema
+) -> np.ndarray:
+    if ego_history is None:
+        if observation is None:  # a template prompt: same length as any real one
+            return np.zeros((schema.num_history, len(HISTORY_COLUMNS)))
+        return ego_history_array(observation.ego_history, observation.stamp_ns, schema)
+    history = np.asarray(ego_history, dtype=np.float64)
+    if history.shape != (schema.num_history, len(HISTORY_COLUMNS)):
+        raise SchemaError(
+            f"ego_history shape {history.shape}: expected ({schema.num_history}, 6) "
+            f"columns {HISTORY_COLUMNS}"
+        )
+    if not np.all(np.isfinite(history)):
+        raise SchemaError("ego_history holds a non-finite value")
+    return history
+
+
+def _command(observation: Observation | None, route_command: str | None, schema) -> str:
+    command = route_command or (
+        observation.route_command if observation else schema.route_commands[0]
+    )
+    if command not in schema.route_commands:
+        raise SchemaError(
+            f"route_command={command!r}: must be one of {list(schema.route_commands)}"
+        )
+    return command
+
+
+def _camera_line(camera_names: Sequence[str], num_frames: int) -> str:
+    if not camera_names or num_frames < 1:
+        raise SchemaError(
+            f"need >= 1 camera and >= 1 frame, got {list(camera_names)} × {num_frames}"
+        )
+    return f"Cameras, {num_frames} frames each, oldest first: {', '.join(camera_names)}.\n"
+
+
+def _tail_pieces(
+    history: np.ndarray, command: str, schema: DrivingSchema
+) -> list[tuple[str, object]]:
+    """The text after the images as ("text", str) / ("command", str) / ("number", float)."""
+    pieces: list[tuple[str, object]] = [("text", "\nNavigation command: "), ("command", command)]
+    pieces.append(
+        ("text", "\nEgo history in the ego frame at t0 (t s: x y m, vx vy m/s, ax ay m/s^2):\n")
+    )
+    for k in range(schema.num_history):
+        t = -schema.history_period_s * (schema.num_history - 1 - k) + 0.0  # no "-0.0"
+        pieces.append(("text", f"{t:+.1f}: ["))
+        for j in range(len(HISTORY_COLUMNS)):
+            if j:
+                pieces.append(("text", ", "))
+            pieces.append(("number", float(history[k, j])))
+        pieces.append(("text", "]\n"))
+    pieces.append(("text", "Answer in JSON."))
+    return pieces
+
+
+def render_prompt_text(
+    observation: Observation | None,
+    schema: DrivingSchema,
+    camera_names: Sequence[str],
+    num_frames: int,
+    ego_history: np.ndarray | None = None,
+    route_command: str | None = None,
+) -> PromptText:
+    """The prompt as chat text with `<image>` placeholders (Fast-dDrive JSON export)."""
+    history = _history(observation, ego_history, schema)
+    command = _command(observation, route_command, schema)
+    parts = [
+        _camera_line(camera_names, num_frames),
+        IMAGE_PLACEHOLDER * (len(camera_names) * num_frames),
+    ]
+    for kind, value in _tail_pieces(history, command, schema):
+        parts.append(format_number(value, schema)[0] if kind == "number" else str(value))
+    return PromptText(schema.system_text, "".join(parts), len(camera_names) * num_frames)
+
+
+def render_prompt(
+    observation: Observation | None,
+    tokenizer: Tokenizer,
+    schema: DrivingSchema,
+    camera_names: Sequence[str],
+    num_frames: int,
+    tokens_per_image: int,
+    ego_history: np.ndarray | None = None,
+    route_command: str | None = None,
+) -> PromptLayout:
+    """The prompt as token ids with image placeholders, for our engine.
+
+    ego_history: (num_history, 6) [x, y, vx, vy, ax, ay] in the ego frame at t0, oldest first;
+    default: from `observation.ego_history` (see `ego_history_array`), or zeros when there is
+    no observation (a template prompt of the same length). route_command: default the
+    observation's, else the schema's first.
+    """
+    if tokens_per_image < 1:
+        raise SchemaError(f"tokens_per_image={tokens_per_image}: must be >= 1")
+    history = _history(observation, ego_history, schema)
+    command = _command(observation, route_command, schema)
+    null_id = tokenizer.token_id(schema.null_token)
+    s, e = schema.im_start_token, schema.im_end_token
+    header = f"{s}system\n{schema.system_text}{e}\n{s}user\n" + _camera_line(
+        camera_names, num_frames
+    )
+    ids = tokenizer.encode(header)
+    header_end = len(ids)
+    vision_start = tokenizer.token_id(schema.vision_start_token)
+    image_pad = tokenizer.token_id(schema.image_pad_token)
+    vision_end = tokenizer.token_id(schema.vision_end_token)
+    spans = []
+    for camera_index in range(len(camera_names)):
+        for frame_index in range(num_frames):
+            ids.append(vision_start)
+            spans.append(
+                ImageSpan(len(ids), len(ids) + tokens_per_image, camera_index, frame_index)
+            )
+            ids += [image_pad] * tokens_per_image
+            ids.append(vision_end)
+    command_budget = max(len(tokenizer.encode(c)) for c in schema.route_commands)
+    for kind, value in _tail_pieces(history, command, schema):
+        if kind == "number":
+            text = format_number(value, schema)[0]
+            piece = tokenizer.encode(text)
+            if len(piece) != len(text):
+                raise SchemaError(
+                    f"tokenizer encodes number {text!r} as {len(piece)} tokens, not one per character"
+                )
+        elif kind == "command":
+            piece = tokenizer.encode(str(value))
+            piece += [null_id] * (command_budget - len(piece))
+        else:
+            piece = tokenizer.encode(str(value))
+        ids += piece
+    ids += tokenizer.encode(f"{e}\n{s}assistant\n")
+    token_ids = np.array(ids, dtype=np.int64)
+    token_ids.setflags(write=False)
+    return PromptLayout(token_ids=token_ids, header_end=header_end, image_spans=tuple(spans))
