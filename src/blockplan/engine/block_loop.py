@@ -27,8 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
 import torch
 
+from blockplan.engine.constraints import AnswerConstraints
 from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.picking import Picker
 from blockplan.model.config import DecoderConfig
@@ -98,7 +100,14 @@ class DecodeContext:
     scaffold: Scaffold
     prompt_len: int
     banned_ids: tuple[int, ...] = ()  # never a valid answer token (e.g. the mask token)
+    constraints: AnswerConstraints | None = None
     stats: DecodeStats = field(default_factory=DecodeStats)
+
+    def allowed(self, position: int, row_tokens: torch.Tensor) -> np.ndarray | None:
+        """(V,) bool tokens allowed at `position` given the row's answer (A,), or None."""
+        if self.constraints is None:
+            return None
+        return self.constraints.allowed(position, row_tokens.numpy())
 
     def restrict(self, logits: torch.Tensor) -> torch.Tensor:
         """Logits (..., V) with the banned ids at -inf."""
@@ -123,7 +132,7 @@ Propose = Callable[[DecodeContext, AnswerState, int, int], torch.Tensor]
 WindowEnd = Callable[[AnswerState, int, int], int]
 
 
-def resolve_first(state: AnswerState, picker: Picker) -> None:
+def resolve_first(ctx: DecodeContext, state: AnswerState, picker: Picker) -> None:
     """Decide the token at `base` where it is unknown, from the logits that predict it."""
     w = state.base
     rows = (~state.is_known[:, w]).nonzero().flatten().tolist()
@@ -131,11 +140,17 @@ def resolve_first(state: AnswerState, picker: Picker) -> None:
         return
     picker.prepare(state.next_logits[:, None])  # (B, 1, V)
     for b in rows:
-        state.tokens[b, w] = picker.choose(b, 0)
+        state.tokens[b, w] = picker.choose(b, 0, ctx.allowed(w, state.tokens[b]))
         state.is_known[b, w] = True
 
 
-def accept(state: AnswerState, proposal: torch.Tensor, logits: torch.Tensor, picker: Picker) -> int:
+def accept(
+    ctx: DecodeContext,
+    state: AnswerState,
+    proposal: torch.Tensor,
+    logits: torch.Tensor,
+    picker: Picker,
+) -> int:
     """Apply the acceptance rule to window [base, base + W); return how many slots commit."""
     w = state.base
     B, W = proposal.shape
@@ -147,7 +162,8 @@ def accept(state: AnswerState, proposal: torch.Tensor, logits: torch.Tensor, pic
         for i in range(1, W):
             if not unknown[b][i]:
                 continue
-            token = picker.choose(b, i - 1)  # slot w+i is predicted at slot w+i-1
+            allowed = ctx.allowed(w + i, state.tokens[b])
+            token = picker.choose(b, i - 1, allowed)  # slot w+i is predicted at slot w+i-1
             state.tokens[b, w + i] = token
             state.is_known[b, w + i] = True
             if token != proposed[b][i]:
@@ -169,14 +185,14 @@ def decode_span(
     while state.base < stop:
         t0 = time.perf_counter()
         w = state.base
-        resolve_first(state, picker)
+        resolve_first(ctx, state, picker)
         e = window_end(state, w, stop)
         if e == A and state.is_known[:, w:e].all():
             state.base = e  # the answer's tail is structural: its K/V are never needed
         else:
             proposal = propose(ctx, state, w, e)  # (B, W)
             logits = ctx.forward(proposal, w, is_draft=False)  # (B, W, V)
-            n = accept(state, proposal, logits, picker)
+            n = accept(ctx, state, proposal, logits, picker)
             ctx.cache.commit(n)
             state.base = w + n
             state.next_logits = logits[:, n - 1]

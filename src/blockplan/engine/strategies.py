@@ -65,14 +65,18 @@ def no_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> torch
 
 
 def draft_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> torch.Tensor:
-    """One forward with the window bidirectional; argmax of the token-shifted logits."""
+    """One forward with the window bidirectional; argmax of the token-shifted logits (within
+    each slot's static allowed set)."""
     window = state.tokens[:, w:e]  # (B, W), mask_id at unknown slots
     unknown = ~state.is_known[:, w:e]
     if not unknown.any():
         return window
-    logits = ctx.forward(window, w, is_draft=True)  # (B, W, V)
+    logits = ctx.forward(window, w, is_draft=True)[:, :-1]  # (B, W-1, V) predict w+1..e-1
     ctx.stats.num_spec_steps += 1
-    shifted = torch.cat([window[:, :1], logits[:, :-1].argmax(dim=-1)], dim=1)  # (B, W)
+    if ctx.constraints is not None:
+        allowed = ctx.constraints.static_tensor[w + 1 : e]  # (W-1, V)
+        logits = logits.masked_fill(~allowed, float("-inf"))
+    shifted = torch.cat([window[:, :1], logits.argmax(dim=-1)], dim=1)  # (B, W)
     return torch.where(unknown, shifted, window)
 
 
@@ -81,32 +85,45 @@ def denoise_proposal(threshold: float) -> Propose:
     exceeds `threshold` (at least the most confident one per row), until none is unknown."""
 
     def propose(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> torch.Tensor:
-        while True:
-            unknown = ~state.is_known[:, w:e]  # (B, W)
-            if not unknown.any():
-                return state.tokens[:, w:e]
+        while (~state.is_known[:, w:e]).any():
             logits = ctx.forward(state.tokens[:, w:e], w, is_draft=True)  # (B, W, V)
-            chosen = commit_confident(state.tokens[:, w:e], unknown, logits, threshold)
-            state.is_known[:, w + 1 : e] |= chosen
+            commit_confident(ctx, state, w + 1, logits[:, :-1], threshold)
+        return state.tokens[:, w:e]
 
     return propose
 
 
 def commit_confident(
-    tokens: torch.Tensor, unknown: torch.Tensor, logits: torch.Tensor, threshold: float
-) -> torch.Tensor:
-    """Write into tokens (B, W) the argmax of the slots whose confidence > threshold, at least
-    the most confident unknown slot per row; return which slots 1..W-1 were written (B, W-1).
-    logits (B, W, V) are token-shifted: slot i is predicted at slot i - 1; slot 0 is known."""
-    probs = torch.softmax(logits[:, :-1].double(), dim=-1)  # (B, W-1, V)
-    conf, best = probs.max(dim=-1)  # (B, W-1)
-    conf = torch.where(unknown[:, 1:], conf, torch.full_like(conf, -1.0))
+    ctx: DecodeContext, state: AnswerState, start: int, logits: torch.Tensor, threshold: float
+) -> None:
+    """Commit the argmax at every unknown position of [start, start + n) whose confidence
+    (max probability) exceeds `threshold`, and at least the most confident one per row.
+
+    logits (B, n, V) predict positions start.. directly (already token-shifted). Only
+    positions the constraints make eligible compete, under their allowed sets.
+    """
+    B, n, _ = logits.shape
+    unknown = ~state.is_known[:, start : start + n]  # (B, n)
+    eligible = unknown.clone()
+    logits = logits.double()
+    if ctx.constraints is not None:
+        logits = logits.clone()
+        for b, i in unknown.nonzero().tolist():
+            p = start + i
+            if not ctx.constraints.is_eligible(p, state.is_known[b].numpy()):
+                eligible[b, i] = False
+                continue
+            allowed = torch.from_numpy(ctx.constraints.allowed(p, state.tokens[b].numpy()))
+            logits[b, i] = logits[b, i].masked_fill(~allowed, float("-inf"))
+    conf, best = torch.softmax(logits, dim=-1).max(dim=-1)  # (B, n)
+    conf = torch.where(eligible, conf, torch.full_like(conf, -1.0))
     chosen = conf > threshold
-    top = conf.argmax(dim=-1)  # (B,)
-    has_unknown = unknown[:, 1:].any(dim=-1)
-    chosen[torch.arange(len(top))[has_unknown], top[has_unknown]] = True
-    tokens[:, 1:] = torch.where(chosen, best, tokens[:, 1:])
-    return chosen
+    rows = eligible.any(dim=-1).nonzero().flatten()
+    chosen[rows, conf[rows].argmax(dim=-1)] = True
+    chosen &= eligible
+    window = state.tokens[:, start : start + n]
+    window.copy_(torch.where(chosen, best, window))
+    state.is_known[:, start : start + n] |= chosen
 
 
 # ---- the strategies --------------------------------------------------------------------------
@@ -156,21 +173,16 @@ def decode_full_diffusion(
     positions = torch.arange(P + A)
     state = AnswerState.start(scaffold, embeds.new_zeros(1, 1))
     for step in range(max_steps):
-        unknown = ~state.is_known  # (1, A)
-        if not unknown.any():
+        if state.is_known.all():
             break
         answer = ctx.model.embed(state.tokens)  # (1, A, W)
         inputs = torch.cat([embeds, answer], dim=1)  # (1, P + A, W)
         logits = ctx.model(inputs_embeds=inputs, positions=positions, mask=mask, num_logits=A + 1)
-        logits = ctx.restrict(logits)  # (1, A + 1, V)
+        logits = ctx.restrict(logits)[:, :A]  # (1, A, V): slot a is predicted at P - 1 + a
         ctx.stats.num_forwards += 1
-        # Slot a is predicted at prompt position P - 1 + a: prepend a known slot so
-        # `commit_confident`'s shift lines up, then drop it.
-        shifted_tokens = torch.cat([state.tokens[:, :1], state.tokens], dim=1)  # (1, A+1)
-        shifted_unknown = torch.cat([unknown[:, :1] & False, unknown], dim=1)
-        threshold_now = threshold if step < max_steps - 1 else -1.0
-        chosen = commit_confident(shifted_tokens, shifted_unknown, logits, threshold_now)
-        state.tokens = shifted_tokens[:, 1:]
-        state.is_known |= chosen
+        commit_confident(ctx, state, 0, logits, threshold)
+        if step == max_steps - 1:  # out of steps: commit the rest from these logits
+            while not state.is_known.all():
+                commit_confident(ctx, state, 0, logits, -1.0)
     state.base = A
     return state
