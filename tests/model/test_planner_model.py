@@ -58,8 +58,8 @@ def test_folder_round_trip(tmp_path, tie):
     ids, spans = _prompt(model.config)
     images = model.visual.preprocess(_images())
     with torch.no_grad():
-        a = model(inputs_embeds=model.embed_prompt(ids, spans, images))
-        b = back(inputs_embeds=back.embed_prompt(ids, spans, images))
+        a = model(inputs_embeds=model.embed_prompt(ids, spans, model.visual(images)))
+        b = back(inputs_embeds=back.embed_prompt(ids, spans, back.visual(images)))
     assert torch.equal(a, b)
 
 
@@ -70,7 +70,7 @@ def test_visual_tokens_fill_spans_and_identity_matters():
     images = model.visual.preprocess(_images())
     assert images.shape == (4, 3, 16, 24)
     with torch.no_grad():
-        embeds = model.embed_prompt(ids, spans, images)
+        embeds = model.embed_prompt(ids, spans, model.visual(images))
         text = model.embed(ids[None])
         assert torch.equal(embeds[0, :3], text[0, :3]) and torch.equal(embeds[0, -2:], text[0, -2:])
         visual = model.visual(images)
@@ -88,4 +88,4 @@ def test_wrong_span_size_is_an_error():
     ids, spans = _prompt(model.config)
     bad = (ImageSpan(spans[0].start, spans[0].end - 1, 0, 0),)
     with pytest.raises(ValueError, match="tokens per image"):
-        model.embed_prompt(ids, bad, model.visual.preprocess(_images()))
+        model.embed_prompt(ids, bad, model.visual(model.visual.preprocess(_images())))

@@ -80,8 +80,8 @@ class AnswerState:
 
     @classmethod
     def start(cls, scaffold: Scaffold, next_logits: torch.Tensor) -> AnswerState:
-        tokens = torch.as_tensor(scaffold.token_ids, dtype=torch.long)[None].clone()  # (1, A)
-        is_known = torch.as_tensor(~scaffold.is_editable)[None].clone()  # (1, A)
+        tokens = torch.tensor(np.asarray(scaffold.token_ids), dtype=torch.long)[None]  # (1, A)
+        is_known = torch.tensor(~np.asarray(scaffold.is_editable))[None]  # (1, A)
         return cls(tokens, is_known, 0, next_logits)
 
     def fork(self, n: int) -> None:

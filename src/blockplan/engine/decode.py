@@ -14,6 +14,7 @@ import torch
 
 from blockplan.config import STRATEGIES, PlannerConfig
 from blockplan.engine.block_loop import DecodeContext, TokenModel
+from blockplan.engine.constraints import AnswerConstraints
 from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.picking import SamplingPicker, rollout_streams
 from blockplan.engine.strategies import (
@@ -77,16 +78,18 @@ def decode(
     scaffold: Scaffold,
     options: DecodeOptions,
     cache: KVCache | None = None,
+    constraints: AnswerConstraints | None = None,
 ) -> DecodeResult:
     """Decode the answer of `scaffold` after the prompt with `options.strategy`.
 
     `cache` (reset here) must hold P + A slots and `num_rollouts` rows; one is made if None.
+    `constraints` restrict each editable slot to tokens the schema's parser accepts.
     """
     P, A = embeds.shape[1], len(scaffold)
     if cache is None:
         cache = KVCache.for_model(model.decoder_config, P + A, options.num_rollouts, embeds.dtype)
     cache.reset()
-    ctx = DecodeContext(model, cache, scaffold, P, banned_ids=(scaffold.mask_id,))
+    ctx = DecodeContext(model, cache, scaffold, P, (scaffold.mask_id,), constraints)
     t0 = time.perf_counter()
     if options.strategy == "full_diffusion":
         state = decode_full_diffusion(

@@ -98,12 +98,11 @@ class PlannerModel(nn.Module):
         self,
         token_ids: torch.Tensor,  # (P,) with placeholders at visual positions
         image_spans: tuple[ImageSpan, ...],
-        images: torch.Tensor,  # (K*T, 3, H, W) preprocessed, view-major
+        visual: torch.Tensor,  # (K*T, G, W) from `self.visual`, view-major
     ) -> torch.Tensor:
         """Prompt embeddings (1, P, W): token embeddings with each span's placeholders
         replaced by its image's visual tokens."""
         embeds = self.embed(token_ids[None]).clone()  # (1, P, W)
-        visual = self.visual(images)  # (K*T, G, W)
         T = self.config.num_frames
         for span in image_spans:
             index = span.camera_index * T + span.frame_index  # view-major
