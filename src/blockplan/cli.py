@@ -19,12 +19,14 @@ from blockplan import __version__
 COMMANDS: dict[str, str] = {
     "config": "config",
     "schema": "schema",
+    "bench": "bench",
 }
 
 # One-line help per command, kept here so `--help` imports no command module.
 COMMAND_HELP: dict[str, str] = {
     "config": "validate a params file and print the resolved configuration",
     "schema": "show the answer scaffold per section (editable/scaffold tokens, blocks)",
+    "bench": "benchmark the decoding strategies (latency, forwards, tokens per step)",
 }
 
 
