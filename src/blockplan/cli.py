@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "replay": "replay",
     "config": "config",
     "schema": "schema",
+    "bench": "bench",
 }
 
 # One-line help per command, kept here so `--help` imports no command module.
@@ -28,6 +29,7 @@ COMMAND_HELP: dict[str, str] = {
     "replay": "replay a ROS 2 bag through the control loop: plans.mcap, metrics.json, report.html",
     "config": "validate a params file and print the resolved configuration",
     "schema": "show the answer scaffold per section (editable/scaffold tokens, blocks)",
+    "bench": "benchmark the decoding strategies (latency, forwards, tokens per step)",
 }
 
 
