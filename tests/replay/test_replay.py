@@ -179,6 +179,14 @@ def test_output_stays_readable_when_replay_dies(tmp_path: Path) -> None:
     assert len(paths) == 19
 
 
+@pytest.mark.parametrize("name,storage", [("in.db3", "sqlite3"), ("in_dir", "sqlite3")])
+def test_sqlite3_and_directory_bags(tmp_path: Path, name: str, storage: str) -> None:
+    bag = make_bag(tmp_path / name, BagSpec(duration_s=2.0), storage=storage)
+    outputs = run_replay(bag, tmp_path / "out", ConstantVelocityPlanner(), PlannerConfig())
+    assert outputs.metrics["plans"] >= 15
+    _check_output_bag(outputs, 19)
+
+
 def test_cli_replay_prints_a_summary(tmp_path: Path, capsys) -> None:
     bag = make_bag(tmp_path / "in.mcap", BagSpec(duration_s=3.0))
     rc = main(
