@@ -14,7 +14,7 @@ from mcap_ros2.decoder import DecoderFactory
 from blockplan.bags import BagWriter, TypestoreMessages, diagnostics_from_msg, string_msg
 from blockplan.cli import main
 from blockplan.config import PlannerConfig
-from blockplan.replay import ReplayInputError, run_replay
+from blockplan.replay import ReplayInputError, load_planner, run_replay
 from blockplan.runtime import ConstantVelocityPlanner
 from blockplan.types import Observation, Plan
 
@@ -208,3 +208,10 @@ def test_cli_replay_prints_a_summary(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "ticks 14" in out and "report" in out
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["rate_hz"] == 5.0
+
+
+def test_load_planner_choices() -> None:
+    config = PlannerConfig()
+    assert isinstance(load_planner("constant-velocity", config), ConstantVelocityPlanner)
+    with pytest.raises(ReplayInputError, match="no such model folder"):
+        load_planner("models/does-not-exist", config)
