@@ -61,10 +61,10 @@ def _image(i: int, cam: int, size: tuple[int, int]) -> np.ndarray:
     return img.astype(np.uint8)
 
 
-def make_bag(path: Path, spec: BagSpec | None = None) -> Path:
+def make_bag(path: Path, spec: BagSpec | None = None, storage: str = "mcap") -> Path:
     spec = spec or BagSpec()
     num = int(spec.duration_s * spec.rate_hz)
-    with BagWriter(path) as bag:
+    with BagWriter(path, storage=storage) as bag:
         frames = [StaticFrame(f"camera_{c}", (1.5, 0.0, 1.5)) for c in spec.cameras]
         bag.write("/tf_static", static_frames_to_tf(NS, frames, START_NS), START_NS)
         for i in range(num):

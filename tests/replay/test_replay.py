@@ -13,7 +13,7 @@ from mcap_ros2.decoder import DecoderFactory
 from blockplan.bags import BagWriter, TypestoreMessages, diagnostics_from_msg, string_msg
 from blockplan.cli import main
 from blockplan.config import PlannerConfig
-from blockplan.replay import ReplayInputError, run_replay
+from blockplan.replay import ReplayInputError, load_planner, run_replay
 from blockplan.runtime import ConstantVelocityPlanner
 from blockplan.types import Observation, Plan
 from tests.replay.bagmaker import BagSpec, make_bag
@@ -179,6 +179,14 @@ def test_output_stays_readable_when_replay_dies(tmp_path: Path) -> None:
     assert len(paths) == 19
 
 
+@pytest.mark.parametrize("name,storage", [("in.db3", "sqlite3"), ("in_dir", "sqlite3")])
+def test_sqlite3_and_directory_bags(tmp_path: Path, name: str, storage: str) -> None:
+    bag = make_bag(tmp_path / name, BagSpec(duration_s=2.0), storage=storage)
+    outputs = run_replay(bag, tmp_path / "out", ConstantVelocityPlanner(), PlannerConfig())
+    assert outputs.metrics["plans"] >= 15
+    _check_output_bag(outputs, 19)
+
+
 def test_cli_replay_prints_a_summary(tmp_path: Path, capsys) -> None:
     bag = make_bag(tmp_path / "in.mcap", BagSpec(duration_s=3.0))
     rc = main(
@@ -200,3 +208,10 @@ def test_cli_replay_prints_a_summary(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "ticks 14" in out and "report" in out
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["rate_hz"] == 5.0
+
+
+def test_load_planner_choices() -> None:
+    config = PlannerConfig()
+    assert isinstance(load_planner("constant-velocity", config), ConstantVelocityPlanner)
+    with pytest.raises(ReplayInputError, match="no such model folder"):
+        load_planner("models/does-not-exist", config)

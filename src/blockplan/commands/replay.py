@@ -19,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("bag", help="input bag: a rosbag2 folder, or an .mcap / .db3 file")
     parser.add_argument(
         "--model",
-        help="model folder, or 'constant-velocity' for the baseline (default: model.dir "
+        help="model folder, random-init[:PRESET] (random weights), or constant-velocity "
+        "(the baseline) (default: model.dir "
         "of the params file)",
     )
     parser.add_argument(

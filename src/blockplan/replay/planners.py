@@ -1,5 +1,11 @@
-"""Which planner a replay runs: a model folder (blockplan.engine.Planner) or a named
-baseline."""
+"""Which planner a replay runs: a model folder (blockplan.engine's Planner), a randomly
+initialised model of a preset size, or a named baseline.
+
+`--model` accepts:
+* a folder (as given, or relative to the package root where models/ ships);
+* `random-init` or `random-init:<preset>` — blockplan.engine's Planner with random weights;
+* `constant-velocity` — the baseline of ALGORITHMS.md §9.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from blockplan.replay.topics import ReplayInputError
 from blockplan.runtime import ConstantVelocityPlanner, Planner
 
 BASELINES = {"constant-velocity": ConstantVelocityPlanner}
+RANDOM_INIT = "random-init"
 
 
 def resolve_model_dir(model: str) -> Path:
@@ -23,20 +30,25 @@ def resolve_model_dir(model: str) -> Path:
         return shipped
     raise ReplayInputError(
         f"--model {model!r}: no such model folder (nor under {package_root()}); "
-        f"baselines: {sorted(BASELINES)}"
+        f"other choices: {sorted(BASELINES)} or {RANDOM_INIT}[:PRESET]"
     )
+
+
+def _engine_planner_class(model: str) -> type:
+    try:
+        return importlib.import_module("blockplan.engine.planner").Planner
+    except (ImportError, AttributeError) as e:
+        raise ReplayInputError(
+            f"--model {model}: needs blockplan.engine's Planner, which this build does not "
+            f"have ({e}); use --model constant-velocity"
+        ) from e
 
 
 def load_planner(model: str, config: PlannerConfig) -> Planner:
     if model in BASELINES:
         return BASELINES[model]()
+    if model == RANDOM_INIT or model.startswith(f"{RANDOM_INIT}:"):
+        preset = model.partition(":")[2] or "tiny"
+        return _engine_planner_class(model).random_init(preset, config)
     model_dir = resolve_model_dir(model)
-    try:
-        engine = importlib.import_module("blockplan.engine")
-        planner_cls = engine.Planner
-    except (ImportError, AttributeError) as e:
-        raise ReplayInputError(
-            f"--model {model_dir}: model folders need blockplan.engine.Planner, which this "
-            f"build does not have ({e}); use --model constant-velocity"
-        ) from e
-    return planner_cls.from_pretrained(model_dir, config)
+    return _engine_planner_class(model).from_folder(model_dir, config)

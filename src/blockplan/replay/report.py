@@ -17,7 +17,7 @@ from blockplan.replay.record import ReplayLog, TickRecord
 from blockplan.replay.report_page import PAGE
 
 MAX_REPORT_TICKS = 300  # longer replays are subsampled evenly (keeps the page a few MB)
-THUMBNAIL_WIDTH = 200
+THUMBNAIL_WIDTH = 160
 
 
 def _points(xy: np.ndarray) -> list[list[float]]:
@@ -33,7 +33,7 @@ def _thumbnail(image: np.ndarray) -> str:
     if img.width > THUMBNAIL_WIDTH:
         img = img.resize((THUMBNAIL_WIDTH, max(1, round(img.height * THUMBNAIL_WIDTH / img.width))))
     buf = io.BytesIO()
-    img.save(buf, format="JPEG", quality=75)
+    img.save(buf, format="JPEG", quality=65)
     return _data_uri(buf.getvalue(), "image/jpeg")
 
 

@@ -12,9 +12,9 @@ body{font-family:system-ui,sans-serif;margin:16px;background:#fafafa;color:#222}
 h1{font-size:20px;margin:0 0 8px} h2{font-size:15px;margin:12px 0 6px}
 .row{display:flex;gap:16px;flex-wrap:wrap;align-items:flex-start}
 .card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:10px}
-#frames img{width:200px;image-rendering:pixelated;margin:2px;border:1px solid #ccc}
+#frames img{width:240px;image-rendering:pixelated;margin:2px;border:1px solid #ccc}
 #frames figure{display:inline-block;margin:0 4px;text-align:center;font-size:11px}
-.missing{width:200px;height:60px;display:inline-flex;align-items:center;justify-content:center;
+.missing{width:240px;height:60px;display:inline-flex;align-items:center;justify-content:center;
  background:#eee;color:#a00;border:1px dashed #a00}
 #slider{width:100%} .fb{color:#b00;font-weight:bold} .ok{color:#070;font-weight:bold}
 table{border-collapse:collapse;font-size:13px} td{padding:2px 8px;border-bottom:1px solid #eee}
