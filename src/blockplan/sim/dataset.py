@@ -1,0 +1,342 @@
+"""The simulator data set: episodes -> labelled samples -> one npz shard per episode.
+
+Layout of DIR:
+    manifest.json                  options, one entry per episode (kept or dropped), counts
+    <split>/<scenario>-<seed>.npz  one shard per kept episode (arrays below), split by seed
+    fastddrive/...                 the Fast-dDrive JSON export (see fastddrive.py)
+
+A sample at t0 holds K cameras x T frames (view-major, oldest first, `frame_period_s`
+apart), the ego history, the label (answer, 4 Hz future) and its route command. The split
+of an episode is a pure function of its seed (`split_of`), so one seed never appears in two
+splits, whatever the scenario. The manifest is rewritten after every episode and shards are
+written atomically, so an interrupted run resumes where it stopped; crashed episodes (the
+expert collided) are recorded as dropped and counted, and the next seed is tried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from blockplan.schema import default_schema, ego_history_array, render_answer_text
+from blockplan.sim.episode import EpisodeLog, run_episode
+from blockplan.sim.labels import (
+    HORIZON_S,
+    SampleLabel,
+    explanation_budget_fits,
+    label_at,
+    label_times,
+)
+from blockplan.sim.render import RigRenderer
+from blockplan.sim.rig import Rig
+from blockplan.sim.scenarios import get_scenario
+from blockplan.types import (
+    CRITICAL_OBJECT_KEYS,
+    CameraFrame,
+    DrivingAnswer,
+    EgoState,
+    Lateral,
+    Longitudinal,
+    Observation,
+    seconds_to_ns,
+)
+
+MANIFEST = "manifest.json"
+SPLITS = ("train", "val", "test")
+FORMAT_VERSION = 1
+LONGITUDINAL_ORDER = tuple(Longitudinal)
+LATERAL_ORDER = tuple(Lateral)
+
+
+class DatasetError(ValueError):
+    """Bad options, or an existing data set written with different options."""
+
+
+@dataclass(frozen=True)
+class DatasetOptions:
+    scenarios: tuple[str, ...]
+    episodes: int  # kept episodes per scenario
+    duration_s: float  # simulated per episode, including the 5 s label look-ahead
+    seed_base: int = 0
+    sample_period_s: float = 0.5
+    num_frames: int = 2
+    frame_period_s: float = 0.5
+    val_fraction: float = 0.1
+    test_fraction: float = 0.1
+    max_attempts_factor: int = 4  # at most factor * episodes seeds tried per scenario
+
+    def __post_init__(self) -> None:
+        for name in self.scenarios:
+            get_scenario(name)
+        if self.episodes < 1:
+            raise DatasetError(f"episodes={self.episodes}: must be >= 1")
+        if self.duration_s < HORIZON_S + sample_start_s(self):
+            raise DatasetError(
+                f"duration={self.duration_s}: must be >= the {HORIZON_S} s label look-ahead "
+                f"plus {sample_start_s(self)} s of frame window / ego history"
+            )
+        if not (self.val_fraction >= 0 and self.test_fraction >= 0
+                and self.val_fraction + self.test_fraction < 1):  # fmt: skip
+            raise DatasetError(
+                f"val_fraction={self.val_fraction}, test_fraction={self.test_fraction}: "
+                "must be >= 0 with a sum < 1"
+            )
+        if self.num_frames < 1 or self.frame_period_s <= 0 or self.sample_period_s <= 0:
+            raise DatasetError("num_frames >= 1, frame_period_s > 0, sample_period_s > 0")
+
+
+def sample_start_s(options: DatasetOptions) -> float:
+    """The first sample time: a full frame window and a full ego history lie behind it."""
+    schema = default_schema()
+    history = schema.history_period_s * (schema.num_history - 1)
+    return max((options.num_frames - 1) * options.frame_period_s, history)
+
+
+def split_of(seed: int, val_fraction: float, test_fraction: float) -> str:
+    """The split of an episode seed: a stable hash of the seed, nothing else."""
+    u = int.from_bytes(hashlib.sha256(f"blockplan-seed-{seed}".encode()).digest()[:8], "big")
+    u /= 2.0**64
+    if u < test_fraction:
+        return "test"
+    if u < test_fraction + val_fraction:
+        return "val"
+    return "train"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _write_json_atomic(path: Path, doc: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, path)
+
+
+def _history_rows(label: SampleLabel) -> np.ndarray:
+    """(S, 8) the label's ego states: stamp (s), x, y, yaw, v_x, v_y, a_x, a_y in odom."""
+    return np.array(
+        [[s.stamp_ns / 1e9, s.x, s.y, s.yaw, s.v_x, s.v_y, s.a_x, s.a_y] for s in label.history]
+    )
+
+
+def episode_samples(
+    log: EpisodeLog, rig: Rig, options: DatasetOptions, fits: Any = None
+) -> tuple[dict[str, np.ndarray], dict[float, dict[str, np.ndarray]]]:
+    """Render and label every sample of an episode: (shard arrays, {frame time: images})."""
+    schema = default_schema()
+    start = max(sample_start_s(options), 0.0)
+    times = label_times(log, options.sample_period_s, start_s=start)
+    renderer = RigRenderer(rig, log.road)
+    frames: dict[float, dict[str, np.ndarray]] = {}
+    cols: dict[str, list[Any]] = {}
+
+    def add(key: str, value: Any) -> None:
+        cols.setdefault(key, []).append(value)
+
+    for t0 in times:
+        frame_times = [round(t0 - k * options.frame_period_s, 6)
+                       for k in range(options.num_frames - 1, -1, -1)]  # fmt: skip
+        for ft in frame_times:
+            if ft not in frames:
+                frames[ft] = renderer.render(log.snapshot(log.index_at(ft)))
+        images = np.stack(
+            [np.stack([frames[ft][c] for ft in frame_times]) for c in rig.names]
+        )  # (K, T, H, W, 3) view-major
+        label = label_at(log, float(t0), history_period_s=schema.history_period_s,
+                         history_s=schema.history_period_s * (schema.num_history - 1),
+                         fits=fits)  # fmt: skip
+        a = label.answer
+        add("images", images)
+        add("frame_stamps_ns", [seconds_to_ns(ft) for ft in frame_times])
+        add("stamp_ns", label.stamp_ns)
+        add("ego_history", ego_history_array(label.history, label.stamp_ns, schema))
+        add("history_states", _history_rows(label))
+        add("waypoints", a.waypoints)
+        add("future_xy", label.future_xy)
+        add("future_yaw", label.future_yaw)
+        add("future_speed", label.future_speed)
+        add("critical", [a.critical_objects[k] for k in CRITICAL_OBJECT_KEYS])
+        add("longitudinal", LONGITUDINAL_ORDER.index(a.longitudinal))
+        add("lateral", LATERAL_ORDER.index(a.lateral))
+        add("explanation", a.explanation)
+        add("answer_text", render_answer_text(a, schema))
+        add("route_command", label.route_command)
+    dtypes = {"images": np.uint8, "frame_stamps_ns": np.int64, "stamp_ns": np.int64,
+              "critical": bool, "longitudinal": np.uint8, "lateral": np.uint8}  # fmt: skip
+    arrays = {k: np.asarray(v, dtype=dtypes.get(k)) for k, v in cols.items()}
+    arrays = {k: (v.astype(np.float32) if v.dtype == np.float64 and k != "history_states" else v)
+              for k, v in arrays.items()}  # fmt: skip
+    arrays["camera_names"] = np.asarray(rig.names)
+    arrays["scenario"] = np.asarray(log.scenario)
+    arrays["seed"] = np.asarray(log.seed, dtype=np.int64)
+    return arrays, frames
+
+
+class DatasetWriter:
+    """Generates (or resumes) a data set in `root`."""
+
+    def __init__(self, root: str | Path, options: DatasetOptions, rig: Rig,
+                 export_fastddrive: bool = True) -> None:  # fmt: skip
+        self.root = Path(root)
+        self.options = options
+        self.rig = rig
+        self.export_fastddrive = export_fastddrive
+        self.manifest = self._load_or_create_manifest()
+        self._fits = explanation_budget_fits()
+
+    def _options_doc(self) -> dict[str, Any]:
+        doc = asdict(self.options)
+        doc["scenarios"] = list(self.options.scenarios)
+        doc["cameras"] = list(self.rig.names)
+        doc["image_size"] = [self.rig.cameras[0].height, self.rig.cameras[0].width]
+        return doc
+
+    def _load_or_create_manifest(self) -> dict[str, Any]:
+        path = self.root / MANIFEST
+        if path.is_file():
+            manifest = json.loads(path.read_text())
+            if manifest.get("options") != self._options_doc():
+                raise DatasetError(
+                    f"{path}: written with options {manifest.get('options')}, now "
+                    f"{self._options_doc()}; use another --out or the same options to resume"
+                )
+            return manifest
+        self.root.mkdir(parents=True, exist_ok=True)
+        return {"format_version": FORMAT_VERSION, "created_by": "blockplan dataset",
+                "options": self._options_doc(), "episodes": [], "dropped": []}  # fmt: skip
+
+    def _done(self) -> set[tuple[str, int]]:
+        entries = self.manifest["episodes"] + self.manifest["dropped"]
+        return {(e["scenario"], e["seed"]) for e in entries}
+
+    def _kept(self, scenario: str) -> int:
+        return sum(e["scenario"] == scenario for e in self.manifest["episodes"])
+
+    def run(self, progress: bool = False) -> dict[str, Any]:
+        o = self.options
+        total = len(o.scenarios) * o.episodes
+        bar = tqdm(total=total, desc="episodes", unit="ep", disable=not progress)
+        bar.update(sum(self._kept(s) for s in o.scenarios))
+        done = self._done()
+        for scenario in o.scenarios:
+            for k in range(o.episodes * o.max_attempts_factor):
+                if self._kept(scenario) >= o.episodes:
+                    break
+                seed = o.seed_base + k
+                if (scenario, seed) in done:
+                    continue
+                if self._episode(scenario, seed):
+                    bar.update(1)
+        bar.close()
+        self.manifest["counts"] = self._counts()
+        _write_json_atomic(self.root / MANIFEST, self.manifest)
+        if self.export_fastddrive:
+            from blockplan.sim.fastddrive import assemble_export
+
+            assemble_export(self.root, self.manifest)
+        return self.manifest
+
+    def _episode(self, scenario: str, seed: int) -> bool:
+        o = self.options
+        log = run_episode(get_scenario(scenario), seed, o.duration_s)
+        if log.crashed_at is not None:
+            self.manifest["dropped"].append(
+                {"scenario": scenario, "seed": seed, "crashed_at": round(log.crashed_at, 3)}
+            )
+            _write_json_atomic(self.root / MANIFEST, self.manifest)
+            return False
+        split = split_of(seed, o.val_fraction, o.test_fraction)
+        arrays, frames = episode_samples(log, self.rig, o, self._fits)
+        shard = self.root / split / f"{scenario}-{seed:06d}.npz"
+        shard.parent.mkdir(parents=True, exist_ok=True)
+        tmp = shard.with_name(shard.stem + ".tmp.npz")
+        np.savez_compressed(tmp, **arrays)
+        os.replace(tmp, shard)
+        if self.export_fastddrive:
+            from blockplan.sim.fastddrive import write_episode_export
+
+            write_episode_export(self.root, split, scenario, seed, arrays, frames)
+        self.manifest["episodes"].append({
+            "scenario": scenario, "seed": seed, "split": split,
+            "shard": str(shard.relative_to(self.root)),
+            "num_samples": int(arrays["stamp_ns"].shape[0]),
+            "sha256": _sha256(shard),
+        })  # fmt: skip
+        _write_json_atomic(self.root / MANIFEST, self.manifest)
+        return True
+
+    def _counts(self) -> dict[str, Any]:
+        m = self.manifest
+        samples = {s: sum(e["num_samples"] for e in m["episodes"] if e["split"] == s)
+                   for s in SPLITS}  # fmt: skip
+        episodes = {s: sum(e["split"] == s for e in m["episodes"]) for s in SPLITS}
+        crashes = {
+            sc: sum(d["scenario"] == sc for d in m["dropped"]) for sc in self.options.scenarios
+        }
+        return {"samples": samples, "episodes": episodes, "dropped_crashes": crashes}
+
+
+def load_shard(path: str | Path) -> dict[str, np.ndarray]:
+    """A shard's arrays (no pickles)."""
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def sample_observation(shard: dict[str, np.ndarray], i: int) -> Observation:
+    """Sample i of a shard as the planner's Observation (view-major frames, ego history)."""
+    names = [str(n) for n in shard["camera_names"]]
+    frames = tuple(
+        CameraFrame(name, int(shard["frame_stamps_ns"][i, t]), shard["images"][i, k, t])
+        for k, name in enumerate(names)
+        for t in range(shard["images"].shape[2])
+    )
+    history = tuple(
+        EgoState(
+            stamp_ns=int(round(r[0] * 1e9)),
+            x=r[1],
+            y=r[2],
+            yaw=r[3],
+            v_x=r[4],
+            v_y=r[5],
+            a_x=r[6],
+            a_y=r[7],
+        )  # fmt: skip
+        for r in shard["history_states"][i].tolist()
+    )
+    return Observation(int(shard["stamp_ns"][i]), frames, history, str(shard["route_command"][i]))
+
+
+def sample_answer(shard: dict[str, np.ndarray], i: int) -> DrivingAnswer:
+    return DrivingAnswer(
+        critical_objects=dict(
+            zip(CRITICAL_OBJECT_KEYS, map(bool, shard["critical"][i]), strict=True)
+        ),
+        explanation=str(shard["explanation"][i]),
+        longitudinal=LONGITUDINAL_ORDER[int(shard["longitudinal"][i])],
+        lateral=LATERAL_ORDER[int(shard["lateral"][i])],
+        waypoints=shard["waypoints"][i].astype(np.float64),
+    )
+
+
+def iter_split(root: str | Path, split: str) -> Iterator[tuple[Observation, DrivingAnswer]]:
+    """Every (observation, answer) of one split, in manifest order."""
+    manifest = json.loads((Path(root) / MANIFEST).read_text())
+    for entry in manifest["episodes"]:
+        if entry["split"] != split:
+            continue
+        shard = load_shard(Path(root) / entry["shard"])
+        for i in range(shard["stamp_ns"].shape[0]):
+            yield sample_observation(shard, i), sample_answer(shard, i)

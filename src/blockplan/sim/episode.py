@@ -1,0 +1,243 @@
+"""Run one scenario with the expert and record the whole world state at the simulation rate.
+
+The log is plain arrays in REP-103 so labels, rendering, bags and data sets never touch
+highway-env objects. An episode in which the ego (the expert) crashes is flagged with the
+crash time; callers drop such episodes and count them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from blockplan.sim.roadmap import RoadMap, road_map_from_network
+from blockplan.sim.scenarios import SIM_HZ, Scenario, ScenarioError, make_env, spawn_traffic
+from blockplan.sim.world import (
+    KIND_OBSTACLE,
+    KIND_VEHICLE,
+    OBSTACLE_HEIGHT_M,
+    VEHICLE_HEIGHT_M,
+    Box,
+    EgoPose,
+    Snapshot,
+    hw_to_rep_yaw,
+    wrap_angle,
+)
+
+# Car paint colours (RGB), picked per vehicle from its id.
+PALETTE: tuple[tuple[int, int, int], ...] = (
+    (200, 30, 30),
+    (30, 70, 180),
+    (235, 235, 235),
+    (25, 25, 28),
+    (150, 150, 155),
+    (230, 180, 20),
+    (40, 130, 60),
+    (120, 40, 140),
+    (210, 100, 20),
+    (90, 160, 200),
+)
+OBSTACLE_COLOR = (240, 110, 20)
+
+# Columns of `EpisodeLog.ego`.
+EGO_X, EGO_Y, EGO_YAW, EGO_SPEED, EGO_ACCEL, EGO_LAT = range(6)
+# Columns of `EpisodeLog.boxes`.
+BOX_X, BOX_Y, BOX_YAW, BOX_SPEED = range(4)
+
+
+@dataclass
+class EpisodeLog:
+    """A recorded episode, S steps at `dt`.
+
+    t: (S,) seconds since the start. ego: (S, 6) x, y, yaw, speed, accel, lateral_left
+    (the ego's left-positive offset from lane 0 of its road, for lane-change labels).
+    ego_lane: S lane indices ("from", "to", id). ego_in_junction: (S,) bool.
+    boxes: (S, M, 4) x, y, yaw, speed of the M other objects; present: (S, M) bool.
+    box_static: M Boxes holding the per-object constants (kind, size, colour).
+    crashed_at: time of the ego's crash (negative: during the warm-up), or None.
+    """
+
+    scenario: str
+    seed: int
+    dt: float
+    t: np.ndarray
+    ego: np.ndarray
+    ego_lane: list[tuple[str, str, int]]
+    ego_in_junction: np.ndarray
+    boxes: np.ndarray
+    present: np.ndarray
+    box_static: list[Box]
+    road: RoadMap
+    crashed_at: float | None
+
+    @property
+    def num_steps(self) -> int:
+        return int(self.t.shape[0])
+
+    @property
+    def duration(self) -> float:
+        return float(self.t[-1])
+
+    def index_at(self, t: float) -> int:
+        """The step nearest to time t (clamped to the log)."""
+        return int(np.clip(round(t / self.dt), 0, self.num_steps - 1))
+
+    def snapshot(self, i: int) -> Snapshot:
+        e = self.ego[i]
+        ego = EgoPose(float(e[EGO_X]), float(e[EGO_Y]), float(e[EGO_YAW]), float(e[EGO_SPEED]))
+        boxes = []
+        for j in np.flatnonzero(self.present[i]):
+            b, s = self.boxes[i, j], self.box_static[j]
+            boxes.append(
+                Box(
+                    s.id,
+                    s.kind,
+                    float(b[BOX_X]),
+                    float(b[BOX_Y]),
+                    float(b[BOX_YAW]),
+                    float(b[BOX_SPEED]),
+                    s.length,
+                    s.width,
+                    s.height,
+                    s.color,
+                )
+            )
+        return Snapshot(t=float(self.t[i]), ego=ego, boxes=tuple(boxes))
+
+
+class _Recorder:
+    """Accumulates per-step states; maps highway-env objects to stable integer ids."""
+
+    def __init__(self) -> None:
+        self.ids: dict[int, int] = {}
+        self.static: list[Box] = []
+        self.rows: list[dict[int, tuple[float, float, float, float]]] = []
+
+    def object_id(self, obj: Any, kind: str) -> int:
+        key = id(obj)
+        if key not in self.ids:
+            j = len(self.static)
+            self.ids[key] = j
+            is_vehicle = kind == KIND_VEHICLE
+            self.static.append(
+                Box(
+                    id=j,
+                    kind=kind,
+                    x=0.0,
+                    y=0.0,
+                    yaw=0.0,
+                    speed=0.0,
+                    length=float(obj.LENGTH),
+                    width=float(obj.WIDTH),
+                    height=VEHICLE_HEIGHT_M if is_vehicle else OBSTACLE_HEIGHT_M,
+                    color=PALETTE[(j * 7 + 3) % len(PALETTE)] if is_vehicle else OBSTACLE_COLOR,
+                )
+            )
+        return self.ids[key]
+
+    def record(self, env: Any) -> None:
+        row = {}
+        for v in env.road.vehicles:
+            if v is env.vehicle:
+                continue
+            row[self.object_id(v, KIND_VEHICLE)] = _pose(v)
+        for o in env.road.objects:
+            if getattr(o, "solid", False):
+                row[self.object_id(o, KIND_OBSTACLE)] = _pose(o)
+        self.rows.append(row)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        s, m = len(self.rows), max(len(self.static), 1)
+        boxes = np.zeros((s, m, 4))
+        present = np.zeros((s, m), dtype=bool)
+        for i, row in enumerate(self.rows):
+            for j, pose in row.items():
+                boxes[i, j] = pose
+                present[i, j] = True
+        return boxes, present
+
+
+def _pose(obj: Any) -> tuple[float, float, float, float]:
+    x, y = obj.position
+    return float(x), float(-y), hw_to_rep_yaw(float(obj.heading)), float(obj.speed)
+
+
+def _ego_row(env: Any) -> tuple[list[float], tuple[str, str, int], bool]:
+    v = env.vehicle
+    lane_index = tuple(v.lane_index)
+    lane0 = env.road.network.get_lane((lane_index[0], lane_index[1], 0))
+    lateral_right = float(lane0.local_coordinates(v.position)[1])
+    x, y, yaw, speed = _pose(v)
+    accel = float(v.action.get("acceleration", 0.0))
+    in_junction = lane_index[0].startswith("ir")  # intersection: lanes inside the junction
+    return [x, y, yaw, speed, accel, -lateral_right], lane_index, in_junction
+
+
+def run_episode(scenario: Scenario, seed: int, duration_s: float) -> EpisodeLog:
+    """Simulate the scenario's warm-up, then record `duration_s` seconds (stops early at an
+    ego crash) and return the log."""
+    if not 0 < duration_s <= scenario.max_duration_s:
+        raise ScenarioError(
+            f"duration={duration_s}: scenario {scenario.name!r} supports (0, "
+            f"{scenario.max_duration_s}] s including the 5 s label look-ahead"
+        )
+    env = make_env(scenario, seed)
+    road = road_map_from_network(env.road.network)
+    dt = 1.0 / SIM_HZ
+    num_steps = int(round(duration_s * SIM_HZ)) + 1
+    spawn_every = round(scenario.spawn_period_s * SIM_HZ) if scenario.spawn_period_s else 0
+    recorder = _Recorder()
+    ego_rows, lanes, junction = [], [], []
+    crashed_at = None
+    num_warmup = int(round(scenario.warmup_s * SIM_HZ))
+    for i in range(num_warmup):
+        env.road.act()
+        env.road.step(dt)
+        if spawn_every and (i + 1) % spawn_every == 0:
+            spawn_traffic(env, scenario)
+        if env.vehicle.crashed:
+            crashed_at = (i + 1 - num_warmup) * dt  # negative: during the warm-up
+            break
+    for i in range(0 if crashed_at is not None else num_steps):
+        row, lane, in_junction = _ego_row(env)
+        ego_rows.append(row)
+        lanes.append(lane)
+        junction.append(in_junction)
+        recorder.record(env)
+        if env.vehicle.crashed:
+            crashed_at = i * dt
+            break
+        if i == num_steps - 1:
+            break
+        env.road.act()
+        env.road.step(dt)
+        if spawn_every and (i + 1) % spawn_every == 0:
+            spawn_traffic(env, scenario)
+    env.close()
+    if not ego_rows:  # crashed during the warm-up: record the crash state only
+        row, lane, in_junction = _ego_row(env)
+        ego_rows, lanes, junction = [row], [lane], [in_junction]
+        recorder.record(env)
+    boxes, present = recorder.arrays()
+    ego = np.asarray(ego_rows)
+    ego[:, EGO_YAW] = np.unwrap(ego[:, EGO_YAW])
+    return EpisodeLog(
+        scenario=scenario.name,
+        seed=int(seed),
+        dt=dt,
+        t=np.arange(len(ego_rows)) * dt,
+        ego=ego,
+        ego_lane=lanes,
+        ego_in_junction=np.asarray(junction, dtype=bool),
+        boxes=boxes,
+        present=present,
+        box_static=recorder.static,
+        road=road,
+        crashed_at=crashed_at,
+    )
+
+
+def ego_yaw_wrapped(log: EpisodeLog, i: int) -> float:
+    return float(wrap_angle(log.ego[i, EGO_YAW]))

@@ -1,0 +1,148 @@
+"""highway-env scenarios with the ego driven by highway-env's own IDM/MOBIL expert.
+
+Each scenario names a registered highway-env environment and the config we run it with.
+After `reset(seed)` the ego (an MDPVehicle that would wait for agent actions) is replaced by
+an `IDMVehicle` at the same state and route, so the package's IDM (longitudinal) and MOBIL
+(lane change) models drive it; the world is then stepped directly (`road.act(); road.step`)
+with no agent action at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+SIM_HZ = 20  # simulation (and odometry) rate
+
+
+class ScenarioError(ValueError):
+    """An unknown scenario name or a request the scenario cannot serve."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario: a highway-env environment id, its config and how the ego is set up.
+
+    ego_speed_range: the expert's target speed is drawn uniformly from it per seed (m/s).
+    max_duration_s: longest recorded time (including the label look-ahead) for which the
+    road network stays under the ego. warmup_s: simulated but not recorded. spawn_period_s: how often the environment's own
+    traffic spawner runs (intersection only; None elsewhere).
+    """
+
+    name: str
+    env_id: str
+    description: str
+    config: dict[str, Any] = field(default_factory=dict)
+    ego_speed_range: tuple[float, float] = (20.0, 30.0)
+    max_duration_s: float = 60.0
+    spawn_period_s: float | None = None
+    has_junction: bool = False
+    warmup_s: float = 2.0  # simulated before t = 0 so the spawn transients settle
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            name="highway",
+            env_id="highway-v0",
+            description="straight 4-lane highway, dense traffic, MOBIL lane changes",
+            config={"lanes_count": 4, "vehicles_count": 24, "vehicles_density": 1.3},
+            ego_speed_range=(25.0, 30.0),
+            max_duration_s=300.0,
+        ),
+        Scenario(
+            name="merge",
+            env_id="merge-generic-v1",
+            description="2-lane highway with an on-ramp whose traffic merges in front",
+            config={
+                "lanes_count": 2,
+                "vehicles_count": 8,
+                "before_merge_length": 150,
+                "converge_merge_length": 80,
+                "parallel_merge_length": 100,
+                "after_merge_length": 800,
+            },
+            ego_speed_range=(22.0, 30.0),
+            max_duration_s=35.0,
+        ),
+        Scenario(
+            name="roundabout",
+            env_id="roundabout-generic-v1",
+            description="2-lane roundabout: enter, circulate with yielding, exit north",
+            config={"vehicles_count": 8},
+            ego_speed_range=(6.0, 9.0),
+            max_duration_s=26.0,
+        ),
+        Scenario(
+            name="intersection",
+            env_id="intersection-v2",
+            description="4-way junction with priorities: turns and crossing traffic",
+            config={"initial_vehicle_count": 10, "spawn_probability": 0.6},
+            ego_speed_range=(6.0, 9.0),
+            max_duration_s=22.0,
+            warmup_s=1.0,
+            spawn_period_s=1.0,
+            has_junction=True,
+        ),
+    )
+}
+
+
+def get_scenario(name: str) -> Scenario:
+    try:
+        return SCENARIOS[name]
+    except KeyError as e:
+        raise ScenarioError(f"scenario={name!r}: must be one of {sorted(SCENARIOS)}") from e
+
+
+# highway-env's intersection env writes IDM parameters onto the IDMVehicle *class*; we put
+# the package defaults back before every other episode so one process gives the same result
+# as another whatever ran before it.
+_IDM_CLASS_PARAMS = ("DISTANCE_WANTED", "COMFORT_ACC_MAX", "COMFORT_ACC_MIN")
+_idm_defaults: dict[str, float] = {}
+
+
+def _restore_idm_class_params() -> None:
+    from highway_env.vehicle.behavior import IDMVehicle
+
+    if not _idm_defaults:
+        _idm_defaults.update({k: getattr(IDMVehicle, k) for k in _IDM_CLASS_PARAMS})
+    for key, value in _idm_defaults.items():
+        setattr(IDMVehicle, key, value)
+
+
+def make_env(scenario: Scenario, seed: int) -> Any:
+    """A reset highway-env environment (the unwrapped env) whose ego is the IDM/MOBIL expert."""
+    import gymnasium as gym
+    import highway_env  # noqa: F401  (registers the environments)
+    from highway_env.vehicle.behavior import IDMVehicle
+
+    _restore_idm_class_params()
+    config = {
+        **scenario.config,
+        "simulation_frequency": SIM_HZ,
+        "policy_frequency": 1,
+        "offscreen_rendering": True,
+    }
+    env = gym.make(scenario.env_id, config=config).unwrapped
+    env.reset(seed=int(seed))
+    ego = env.vehicle
+    expert = IDMVehicle.create_from(ego)
+    rng = np.random.default_rng([int(seed), 7])
+    expert.target_speed = float(rng.uniform(*scenario.ego_speed_range))
+    road = env.road
+    road.vehicles[road.vehicles.index(ego)] = expert
+    env.controlled_vehicles = [expert]
+    env.vehicle = expert
+    return env
+
+
+def spawn_traffic(env: Any, scenario: Scenario) -> None:
+    """Run the environment's own traffic bookkeeping (intersection: remove vehicles that
+    left, spawn new ones), as its `step()` would do once per policy period."""
+    if scenario.name == "intersection":
+        env._clear_vehicles()
+        env._spawn_vehicle(spawn_probability=env.config["spawn_probability"])

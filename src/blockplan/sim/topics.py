@@ -1,0 +1,41 @@
+"""Topic names, message types and frame ids of the bags `blockplan simulate` writes.
+
+The replay reads these names to find the cameras, odometry and the ground truth it scores
+itself against. Camera, odometry and route-command topics are the planner's inputs
+(DESIGN.md §4); the ground truth lives under /ground_truth so a replay never mistakes it for
+an input.
+"""
+
+from __future__ import annotations
+
+ODOM_TOPIC = "/odom"  # nav_msgs/msg/Odometry, odom -> base_link, every simulation step (20 Hz)
+TF_TOPIC = "/tf"  # tf2_msgs/msg/TFMessage, odom -> base_link, with every odometry message
+TF_STATIC_TOPIC = "/tf_static"  # tf2_msgs/msg/TFMessage, base_link -> camera frames, once
+ROUTE_COMMAND_TOPIC = "/planning/route_command"  # std_msgs/msg/String, with every camera tick
+GT_PATH_TOPIC = "/ground_truth/future_path"  # nav_msgs/msg/Path: 20 points at 4 Hz, base_link@t0
+GT_LABELS_TOPIC = "/ground_truth/labels"  # std_msgs/msg/String: JSON label (see sim/bag.py)
+
+ODOM_FRAME = "odom"
+BASE_FRAME = "base_link"
+
+IMAGE_TYPE = "sensor_msgs/msg/Image"
+COMPRESSED_IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
+
+TOPIC_TYPES: dict[str, str] = {
+    ODOM_TOPIC: "nav_msgs/msg/Odometry",
+    TF_TOPIC: "tf2_msgs/msg/TFMessage",
+    TF_STATIC_TOPIC: "tf2_msgs/msg/TFMessage",
+    ROUTE_COMMAND_TOPIC: "std_msgs/msg/String",
+    GT_PATH_TOPIC: "nav_msgs/msg/Path",
+    GT_LABELS_TOPIC: "std_msgs/msg/String",
+}
+
+
+def camera_topic(name: str, compressed: bool = False) -> str:
+    """`/camera/<name>/image_raw`, or `.../image_raw/compressed` for CompressedImage (jpeg)."""
+    base = f"/camera/{name}/image_raw"
+    return f"{base}/compressed" if compressed else base
+
+
+def camera_type(compressed: bool) -> str:
+    return COMPRESSED_IMAGE_TYPE if compressed else IMAGE_TYPE

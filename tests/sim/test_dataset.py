@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import blockplan.sim.dataset as dataset_mod
+from blockplan.sim.dataset import (
+    MANIFEST,
+    DatasetError,
+    DatasetOptions,
+    DatasetWriter,
+    iter_split,
+    load_shard,
+    split_of,
+)
+from blockplan.sim.fastddrive import read_fastddrive_json
+from blockplan.sim.rig import load_rig
+from blockplan.types import Observation
+
+
+def test_split_is_a_function_of_the_seed_only() -> None:
+    splits = {seed: split_of(seed, 0.1, 0.1) for seed in range(2000)}
+    assert splits == {seed: split_of(seed, 0.1, 0.1) for seed in range(2000)}
+    shares = {s: sum(v == s for v in splits.values()) / 2000 for s in ("train", "val", "test")}
+    assert 0.07 < shares["val"] < 0.13 and 0.07 < shares["test"] < 0.13
+
+
+def test_options_are_validated() -> None:
+    with pytest.raises(DatasetError, match="duration"):
+        DatasetOptions(scenarios=("merge",), episodes=1, duration_s=6.0)
+    with pytest.raises(DatasetError, match="val_fraction"):
+        DatasetOptions(scenarios=("merge",), episodes=1, duration_s=9.0, val_fraction=0.9,
+                       test_fraction=0.2)  # fmt: skip
+
+
+@pytest.fixture
+def crash_seed_zero(monkeypatch):
+    """Seed 0 'crashes' (the expert's collision is simulated by marking the log)."""
+    real = dataset_mod.run_episode
+
+    def run(scenario, seed, duration_s):
+        log = real(scenario, seed, duration_s)
+        return dataclasses.replace(log, crashed_at=1.0) if seed == 0 else log
+
+    monkeypatch.setattr(dataset_mod, "run_episode", run)
+
+
+def test_dataset_end_to_end_drops_crashes_and_resumes(tmp_path, crash_seed_zero) -> None:
+    rig = load_rig()
+    # val/test fractions chosen so seeds 1 and 2 land in different splits
+    options = DatasetOptions(scenarios=("merge",), episodes=2, duration_s=8.0,
+                             val_fraction=0.45, test_fraction=0.45)  # fmt: skip
+    manifest = DatasetWriter(tmp_path, options, rig).run()
+    assert [d["seed"] for d in manifest["dropped"]] == [0]
+    assert manifest["counts"]["dropped_crashes"] == {"merge": 1}
+    kept = manifest["episodes"]
+    assert [e["seed"] for e in kept] == [1, 2]
+    seeds_by_split: dict[str, set[int]] = {}
+    for e in kept:
+        assert e["split"] == split_of(e["seed"], 0.45, 0.45)
+        seeds_by_split.setdefault(e["split"], set()).add(e["seed"])
+        shard = load_shard(tmp_path / e["shard"])
+        n = e["num_samples"]
+        assert n == 1  # t0 = 3.0: 3 s of history behind, 5 s of future ahead
+        assert shard["images"].shape == (n, 4, 2, 96, 160, 3)
+        assert shard["waypoints"].shape == (n, 5, 2) and shard["future_xy"].shape == (n, 20, 2)
+        assert shard["ego_history"].shape == (n, 7, 6)
+        assert shard["critical"].shape == (n, 12)
+    all_seeds = [s for seeds in seeds_by_split.values() for s in seeds]
+    assert len(all_seeds) == len(set(all_seeds))  # no seed in two splits
+
+    split = kept[0]["split"]
+    obs, answer = next(iter_split(tmp_path, split))
+    assert isinstance(obs, Observation) and len(obs.frames) == 8
+    assert [f.camera for f in obs.frames[:2]] == ["front_left", "front_left"]  # view-major
+    assert (
+        obs.frames[0].stamp_ns < obs.frames[1].stamp_ns
+        and obs.ego_history[-1].stamp_ns == obs.stamp_ns
+    )
+
+    records = read_fastddrive_json(tmp_path / "fastddrive" / f"{split}.json")
+    assert len(records) == 1
+    assert all(p.is_file() for p in records[0].image_paths) and len(records[0].image_paths) == 8
+    assert records[0].prompt.count("<image>") == 8
+    assert np.allclose(records[0].answer.waypoints, answer.waypoints, atol=1e-3)
+    assert records[0].answer.lateral == answer.lateral
+
+    # resume: a second run does nothing new; an unlisted episode is redone
+    before = json.loads((tmp_path / MANIFEST).read_text())
+    again = DatasetWriter(tmp_path, options, rig).run()
+    assert again["episodes"] == before["episodes"] and again["dropped"] == before["dropped"]
+    before["episodes"] = before["episodes"][:1]
+    (tmp_path / MANIFEST).write_text(json.dumps(before))
+    redone = DatasetWriter(tmp_path, options, rig).run()
+    assert [e["seed"] for e in redone["episodes"]] == [1, 2]
+    assert redone["episodes"][1]["sha256"] == kept[1]["sha256"]  # deterministic
+
+    with pytest.raises(DatasetError, match="options"):
+        DatasetWriter(tmp_path, dataclasses.replace(options, sample_period_s=1.0), rig)
