@@ -18,18 +18,22 @@ from blockplan import __version__
 
 # Subcommands in the order `--help` lists them: name -> module under blockplan.commands.
 COMMANDS: dict[str, str] = {
-    "config": "config",
-    "schema": "schema",
     "simulate": "simulate",
     "dataset": "dataset",
+    "replay": "replay",
+    "schema": "schema",
+    "bench": "bench",
+    "config": "config",
 }
 
 # One-line help per command, kept here so `--help` imports no command module.
 COMMAND_HELP: dict[str, str] = {
-    "config": "validate a params file and print the resolved configuration",
-    "schema": "show the answer scaffold per section (editable/scaffold tokens, blocks)",
     "simulate": "simulate a highway-env episode with the expert and write a ROS 2 bag",
     "dataset": "generate a sharded train/val/test data set (and a Fast-dDrive JSON export)",
+    "replay": "replay a ROS 2 bag through the control loop: plans.mcap, metrics.json, report.html",
+    "schema": "show the answer scaffold per section (editable/scaffold tokens, blocks)",
+    "bench": "benchmark the decoding strategies (latency, forwards, tokens per step)",
+    "config": "validate a params file and print the resolved configuration",
 }
 
 

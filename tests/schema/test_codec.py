@@ -28,15 +28,18 @@ EXPLANATIONS = st.one_of(
 COORDINATE = st.floats(min_value=-999.99, max_value=999.99, allow_nan=False)
 
 
-@st.composite
-def answers(draw) -> DrivingAnswer:
-    return DrivingAnswer(
-        critical_objects={k: draw(st.booleans()) for k in CRITICAL_OBJECT_KEYS},
-        explanation=draw(EXPLANATIONS),
-        longitudinal=draw(st.sampled_from(list(Longitudinal))),
-        lateral=draw(st.sampled_from(list(Lateral))),
-        waypoints=np.array(draw(st.lists(COORDINATE, min_size=10, max_size=10))).reshape(5, 2),
-    )
+ANSWERS = st.builds(
+    DrivingAnswer,
+    critical_objects=st.lists(st.booleans(), min_size=12, max_size=12).map(
+        lambda flags: dict(zip(CRITICAL_OBJECT_KEYS, flags, strict=True))
+    ),
+    explanation=EXPLANATIONS,
+    longitudinal=st.sampled_from(list(Longitudinal)),
+    lateral=st.sampled_from(list(Lateral)),
+    waypoints=st.lists(COORDINATE, min_size=10, max_size=10).map(
+        lambda v: np.array(v).reshape(5, 2)
+    ),
+)
 
 
 def make_answer(**changes) -> DrivingAnswer:
@@ -57,7 +60,7 @@ def scaffold(schema, tokenizer):
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(answer=answers())
+@given(answer=ANSWERS)
 def test_round_trip(answer, scaffold, tokenizer, schema):
     ids, report = encode_answer(answer, scaffold, tokenizer, schema)
     assert ids.shape == (len(scaffold),)
@@ -275,3 +278,21 @@ def test_other_schema_round_trip(tokenizer):
     parsed = parse_answer(ids, scaffold, tokenizer, schema)
     assert report.num_clamped == 1
     assert parsed.waypoints[0].tolist() == [1.3, -2.0] and parsed.waypoints[4, 0] == 99.9
+
+
+def test_foreign_tokenizer_with_other_token_names(tmp_path):
+    """A tokenizer.json made elsewhere (Fast-dLLM names its mask `|<MASK>|`) works as is once
+    the schema names its tokens."""
+    from blockplan.schema import corpus, load_tokenizer, render_prompt, train_tokenizer
+
+    names = ("|<MASK>|", "<|pad|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
+             "<|image_pad|>", "<|vision_end|>")  # fmt: skip
+    texts = list(corpus.default_corpus(num_answers=200))
+    train_tokenizer(texts, 600, tmp_path / "tokenizer.json", special_tokens=names)
+    tokenizer = load_tokenizer(tmp_path / "tokenizer.json")
+    schema = DrivingSchema(mask_token="|<MASK>|", null_token="<|pad|>")
+    scaffold = compile_scaffold(schema, tokenizer, 32)
+    assert scaffold.mask_id == tokenizer.token_id("|<MASK>|")
+    ids, _ = encode_answer(make_answer(), scaffold, tokenizer, schema)
+    assert parse_answer(ids, scaffold, tokenizer, schema).lateral is Lateral.LANE_FOLLOW
+    assert len(render_prompt(None, tokenizer, schema, ("front",), 2, 4)) > 0

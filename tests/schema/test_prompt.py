@@ -145,3 +145,11 @@ def test_other_history_settings(tokenizer):
     assert "-3.0: [" in text.user and "-2.5" not in text.user
     prompt = render_prompt(None, tokenizer, schema, ("front",), 1, 2)
     assert len(prompt) < len(render_prompt(None, tokenizer, DrivingSchema(), ("front",), 1, 2))
+
+
+def test_tokenizer_without_image_tokens(schema):
+    from blockplan.schema import train_tokenizer
+
+    plain = train_tokenizer(["lane_follow 0 1 2"] * 10, 300, special_tokens=("<|NULL|>",))
+    with pytest.raises(SchemaError, match="vision_start"):
+        render_prompt(None, plain, schema, ("front",), 1, 4)

@@ -72,3 +72,20 @@ def test_format_number_other_widths():
 def test_format_number_rejects_nan(schema):
     with pytest.raises(SchemaError, match="NaN"):
         format_number(math.nan, schema)
+
+
+def test_schema_dict_round_trip_through_json():
+    import json
+
+    from blockplan.schema import schema_from_dict, schema_to_dict
+
+    schema = DrivingSchema(explanation_budget=192, route_commands=("lane_follow", "turn_left"))
+    data = json.loads(json.dumps(schema_to_dict(schema)))
+    assert data["route_commands"] == ["lane_follow", "turn_left"]
+    again = schema_from_dict(data)
+    assert again == schema and hash(again) == hash(schema)
+    assert schema_from_dict({}) == DrivingSchema()
+    with pytest.raises(SchemaError, match="'colour'"):
+        schema_from_dict({"colour": "red"})
+    with pytest.raises(SchemaError, match="meta_budget"):
+        schema_from_dict({"meta_budget": "3"})

@@ -28,7 +28,14 @@ from blockplan.schema.prompt import (
     render_prompt_text,
 )
 from blockplan.schema.scaffold import compile_scaffold, section_index
-from blockplan.schema.spec import DrivingSchema, SchemaError, default_schema, format_number
+from blockplan.schema.spec import (
+    DrivingSchema,
+    SchemaError,
+    default_schema,
+    format_number,
+    schema_from_dict,
+    schema_to_dict,
+)
 from blockplan.schema.tokenizer import (
     SPECIAL_TOKENS,
     JsonTokenizer,
@@ -68,6 +75,8 @@ __all__ = [
     "render_answer_text",
     "render_prompt",
     "render_prompt_text",
+    "schema_from_dict",
+    "schema_to_dict",
     "section_index",
     "train_tokenizer",
 ]

@@ -135,7 +135,8 @@ def slot_texts(answer: DrivingAnswer, schema: DrivingSchema) -> tuple[list[str],
 
 
 def render_answer_text(answer: DrivingAnswer, schema: DrivingSchema) -> str:
-    """The answer as JSON text in Fast-dDrive format (numbers clamped to the fixed width)."""
+    """The answer as JSON text in Fast-dDrive format (numbers clamped to the fixed width; the
+    explanation is written whole, the token budget applies only to `encode_answer`)."""
     texts, _ = slot_texts(answer, schema)
     values = iter(texts)
     out = [p.text if isinstance(p, Literal) else next(values) for p in answer_pieces(schema)]

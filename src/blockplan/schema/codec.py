@@ -107,7 +107,7 @@ def encode_answer(
     template = template_for(scaffold, schema, tokenizer)
     vocab = template.vocab
     texts, num_clamped = slot_texts(answer, schema)
-    ids = template.token_ids.copy()  # (A,)
+    ids = template.token_ids.tolist()  # (A,), filled slot by slot
     num_tokens, num_dropped = 0, 0
     for span, text in zip(template.slots, texts, strict=True):
         kind = span.slot.kind
@@ -122,7 +122,9 @@ def encode_answer(
         assert len(value) <= span.length, (span, value)
         ids[span.start : span.end] = value + [vocab.null_id] * (span.length - len(value))
     is_truncated = num_tokens > schema.explanation_budget
-    return ids, EncodeReport(num_tokens, is_truncated, num_dropped, num_clamped)
+    return np.array(ids, dtype=np.int64), EncodeReport(
+        num_tokens, is_truncated, num_dropped, num_clamped
+    )
 
 
 def _until_null(values: list[int], vocab: SlotVocab, where: SlotSpan) -> list[int]:

@@ -20,6 +20,7 @@ start - 1 and its `<|vision_end|>` at end (they belong to the frame's attention 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from blockplan.types import EgoState, Observation, ns_to_seconds
 
 IMAGE_PLACEHOLDER = "<image>"
 HISTORY_COLUMNS = ("x", "y", "vx", "vy", "ax", "ay")
+NUMBER_CHARS = "+-.0123456789"
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class PromptText:
 def ego_history_array(states: Sequence[EgoState], t0_ns: int, schema: DrivingSchema) -> np.ndarray:
     """(num_history, 6) [x, y, vx, vy, ax, ay] at t0 - (num_history-1)·period … t0, in the ego
     frame at t0 (x forward, y left). States are linearly interpolated by stamp (yaw
-    unwrapped); before the oldest state the oldest is held."""
+    unwrapped); before the oldest state the oldest is held, after the newest the newest."""
     if not states:
         raise SchemaError("ego_history is empty: need at least the ego state at t0")
     stamps = np.array([ns_to_seconds(s.stamp_ns) for s in states])  # (S,)
@@ -79,6 +81,47 @@ def ego_history_array(states: Sequence[EgoState], t0_ns: int, schema: DrivingSch
     return np.concatenate([pos, rotate(at[:, 3:5]), rotate(at[:, 5:7])], axis=-1)  # (H, 6)
 
 
+@dataclass(frozen=True)
+class _PromptVocab:
+    """Ids the prompt needs, looked up by name once per tokenizer + schema."""
+
+    vision_start: int
+    image_pad: int
+    vision_end: int
+    char_ids: dict[str, int]  # number characters -> their single id
+    commands: dict[str, tuple[int, ...]]  # route command -> ids, null-padded to one length
+
+
+@functools.lru_cache(maxsize=16)
+def _prompt_vocab(tokenizer: Tokenizer, schema: DrivingSchema) -> _PromptVocab:
+    try:
+        null_id = tokenizer.token_id(schema.null_token)
+        vision = [
+            tokenizer.token_id(name)
+            for name in (schema.vision_start_token, schema.image_pad_token, schema.vision_end_token)
+        ]
+    except KeyError as e:
+        raise SchemaError(f"tokenizer lacks a special token the prompt needs: {e}") from e
+    char_ids = {}
+    for c in NUMBER_CHARS:
+        ids = tokenizer.encode(c)
+        if len(ids) != 1:
+            raise SchemaError(
+                f"number character {c!r} must be one token, the tokenizer gives {ids}"
+            )
+        char_ids[c] = ids[0]
+    encoded = {c: tuple(tokenizer.encode(c)) for c in schema.route_commands}
+    budget = max(len(ids) for ids in encoded.values())
+    commands = {c: ids + (null_id,) * (budget - len(ids)) for c, ids in encoded.items()}
+    return _PromptVocab(*vision, char_ids=char_ids, commands=commands)
+
+
+@functools.lru_cache(maxsize=1024)
+def _encode_static(tokenizer: Tokenizer, text: str) -> tuple[int, ...]:
+    """Text that is the same for every observation (cached)."""
+    return tuple(tokenizer.encode(text))
+
+
 def _history(
     observation: Observation | None, ego_history: np.ndarray | None, schema: DrivingSchema
 ) -> np.ndarray:
@@ -97,7 +140,9 @@ def _history(
     return history
 
 
-def _command(observation: Observation | None, route_command: str | None, schema) -> str:
+def _command(
+    observation: Observation | None, route_command: str | None, schema: DrivingSchema
+) -> str:
     command = route_command or (
         observation.route_command if observation else schema.route_commands[0]
     )
@@ -171,47 +216,34 @@ def render_prompt(
     ego_history: (num_history, 6) [x, y, vx, vy, ax, ay] in the ego frame at t0, oldest first;
     default: from `observation.ego_history` (see `ego_history_array`), or zeros when there is
     no observation (a template prompt of the same length). route_command: default the
-    observation's, else the schema's first.
+    observation's, else the schema's first. History values beyond ±999.99 are clamped (a
+    fixed-width prompt cannot hold them; at 0.5 s spacing over 3 s they do not occur).
     """
     if tokens_per_image < 1:
         raise SchemaError(f"tokens_per_image={tokens_per_image}: must be >= 1")
     history = _history(observation, ego_history, schema)
     command = _command(observation, route_command, schema)
-    null_id = tokenizer.token_id(schema.null_token)
+    vocab = _prompt_vocab(tokenizer, schema)
     s, e = schema.im_start_token, schema.im_end_token
-    header = f"{s}system\n{schema.system_text}{e}\n{s}user\n" + _camera_line(
-        camera_names, num_frames
-    )
-    ids = tokenizer.encode(header)
+    header = f"{s}system\n{schema.system_text}{e}\n{s}user\n"
+    ids = list(_encode_static(tokenizer, header + _camera_line(camera_names, num_frames)))
     header_end = len(ids)
-    vision_start = tokenizer.token_id(schema.vision_start_token)
-    image_pad = tokenizer.token_id(schema.image_pad_token)
-    vision_end = tokenizer.token_id(schema.vision_end_token)
     spans = []
     for camera_index in range(len(camera_names)):
         for frame_index in range(num_frames):
-            ids.append(vision_start)
-            spans.append(
-                ImageSpan(len(ids), len(ids) + tokens_per_image, camera_index, frame_index)
-            )
-            ids += [image_pad] * tokens_per_image
-            ids.append(vision_end)
-    command_budget = max(len(tokenizer.encode(c)) for c in schema.route_commands)
+            ids.append(vocab.vision_start)
+            start = len(ids)
+            spans.append(ImageSpan(start, start + tokens_per_image, camera_index, frame_index))
+            ids += [vocab.image_pad] * tokens_per_image
+            ids.append(vocab.vision_end)
     for kind, value in _tail_pieces(history, command, schema):
-        if kind == "number":
-            text = format_number(value, schema)[0]
-            piece = tokenizer.encode(text)
-            if len(piece) != len(text):
-                raise SchemaError(
-                    f"tokenizer encodes number {text!r} as {len(piece)} tokens, not one per character"
-                )
+        if kind == "number":  # one token per character: fixed length whatever the value
+            ids += [vocab.char_ids[c] for c in format_number(value, schema)[0]]
         elif kind == "command":
-            piece = tokenizer.encode(str(value))
-            piece += [null_id] * (command_budget - len(piece))
+            ids += vocab.commands[value]
         else:
-            piece = tokenizer.encode(str(value))
-        ids += piece
-    ids += tokenizer.encode(f"{e}\n{s}assistant\n")
+            ids += _encode_static(tokenizer, value)
+    ids += _encode_static(tokenizer, f"{e}\n{s}assistant\n")
     token_ids = np.array(ids, dtype=np.int64)
     token_ids.setflags(write=False)
     return PromptLayout(token_ids=token_ids, header_end=header_end, image_spans=tuple(spans))

@@ -24,7 +24,10 @@ of `route_commands`) and `num_history` ego states `history_period_s` apart, endi
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from blockplan.types import CRITICAL_OBJECT_KEYS, NUM_WAYPOINTS, Lateral, Longitudinal
 
@@ -81,6 +84,9 @@ class DrivingSchema:
     vision_end_token: str = "<|vision_end|>"
 
     def __post_init__(self) -> None:
+        for name in ("critical_object_keys", "route_commands"):  # JSON gives lists
+            if isinstance(getattr(self, name), list):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         for name in ("explanation_budget", "meta_budget", "num_history"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -152,6 +158,28 @@ class DrivingSchema:
     def max_abs_number(self) -> float:
         """The largest representable magnitude, e.g. 999.99 for 3 + 2 digits."""
         return (10**self.int_digits - 1) + (1 - 10.0**-self.frac_digits)
+
+
+def schema_to_dict(schema: DrivingSchema) -> dict[str, Any]:
+    """The schema as JSON-ready data (for a model's config.json)."""
+    return {f.name: (list(v) if isinstance(v, tuple) else v) for f, v in _items(schema)}
+
+
+def schema_from_dict(data: Mapping[str, Any]) -> DrivingSchema:
+    """The inverse of `schema_to_dict`; missing keys keep their defaults, unknown keys raise
+    SchemaError naming the key."""
+    names = {f.name for f in dataclasses.fields(DrivingSchema)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise SchemaError(f"unknown schema key {unknown[0]!r} (known: {sorted(names)})")
+    try:
+        return DrivingSchema(**data)
+    except TypeError as e:  # e.g. a list where a number belongs
+        raise SchemaError(f"bad schema data: {e}") from e
+
+
+def _items(schema: DrivingSchema):
+    return ((f, getattr(schema, f.name)) for f in dataclasses.fields(schema))
 
 
 def default_schema() -> DrivingSchema:

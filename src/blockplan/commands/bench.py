@@ -1,0 +1,105 @@
+"""`blockplan bench`: latency, forwards and tokens per step of every decoding strategy."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import logging
+import sys
+from pathlib import Path
+
+import torch
+
+from blockplan.config import (
+    STRATEGIES,
+    ConfigError,
+    PlannerConfig,
+    default_params_path,
+    load_config,
+)
+
+log = logging.getLogger("blockplan.bench")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", metavar="DIR", help="model folder (config.json, weights, ...)")
+    source.add_argument(
+        "--random-init", metavar="PRESET", help="random weights of a preset size (e.g. tiny)"
+    )
+    parser.add_argument(
+        "--strategies",
+        default=",".join(STRATEGIES),
+        help=f"comma-separated strategies to run (default: all of {','.join(STRATEGIES)})",
+    )
+    parser.add_argument("--rollouts", type=int, default=4, help="N for the rollouts strategy")
+    parser.add_argument("--iters", type=int, default=5, help="timed plans per strategy")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed plans per strategy first")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the inputs and weights")
+    parser.add_argument("--params", help="params YAML (default: the shipped params/planner.yaml)")
+    parser.add_argument(
+        "--threads", type=int, help="torch CPU threads (default: model.num_threads)"
+    )
+    parser.add_argument("--dtype", help="override model.dtype (float32, float64, ...)")
+    parser.add_argument(
+        "--no-hf", action="store_true", help="skip the transformers generate baseline"
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write the report to this file")
+
+
+def run(args: argparse.Namespace) -> int:
+    from blockplan.engine.bench import run_bench
+    from blockplan.engine.planner import Planner
+
+    strategies = [s for s in args.strategies.split(",") if s]
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        print(f"error: --strategies: unknown {unknown}; known {list(STRATEGIES)}", file=sys.stderr)
+        return 2
+    if args.rollouts < 1 or args.iters < 1 or args.warmup < 0:
+        print("error: --rollouts and --iters must be >= 1, --warmup >= 0", file=sys.stderr)
+        return 2
+    try:
+        config = load_config(args.params) if args.params else _shipped_or_default()
+        if args.dtype:
+            config = dataclasses.replace(
+                config, model=dataclasses.replace(config.model, dtype=args.dtype)
+            )
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    torch.set_num_threads(args.threads or config.model.num_threads)
+    if args.model:
+        planner = Planner.from_folder(Path(args.model), config)
+        source = str(args.model)
+    else:
+        planner = Planner.random_init(args.random_init, config, seed=args.seed)
+        source = f"random-init {args.random_init}"
+    with_hf = not args.no_hf and importlib.util.find_spec("transformers") is not None
+    report = run_bench(
+        planner,
+        strategies,
+        args.rollouts,
+        args.iters,
+        args.warmup,
+        args.seed,
+        with_hf=with_hf,
+        progress=log.info,
+    )
+    report["model"] = {"source": source, **report["model"]}
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 0
+
+
+def _shipped_or_default() -> PlannerConfig:
+    """The shipped params file, or the built-in defaults where it is not installed."""
+    try:
+        path = default_params_path()
+    except ConfigError:
+        return PlannerConfig()
+    return load_config(path)

@@ -1,0 +1,1 @@
+"""The decoding engine: KV cache, decoding strategies and the Planner."""

@@ -1,0 +1,120 @@
+"""`decode`: run one named strategy on a prompt and a scaffold — the engine's entry point.
+
+The engine knows nothing about tokenization or JSON: it gets prompt embeddings, the prompt's
+attention mask and a `Scaffold`, and returns answer token ids.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from blockplan.config import STRATEGIES, PlannerConfig
+from blockplan.engine.block_loop import DecodeContext, TokenModel
+from blockplan.engine.constraints import AnswerConstraints
+from blockplan.engine.kv_cache import KVCache
+from blockplan.engine.picking import SamplingPicker, rollout_streams
+from blockplan.engine.strategies import (
+    decode_ar,
+    decode_full_diffusion,
+    decode_rollouts,
+    decode_scaffold_spec,
+    decode_section_diffusion,
+    prefill,
+)
+from blockplan.schema.layout import Scaffold
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    strategy: str = "scaffold_spec"
+    confidence_threshold: float = 0.9
+    max_denoise_steps: int = 64
+    num_rollouts: int = 1
+    temperature: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy={self.strategy!r}: must be one of {list(STRATEGIES)}")
+        if self.num_rollouts < 1:
+            raise ValueError(f"num_rollouts={self.num_rollouts}: must be >= 1")
+
+    @classmethod
+    def from_config(cls, config: PlannerConfig, strategy: str | None = None) -> DecodeOptions:
+        strategy = strategy or config.decoding.strategy
+        return cls(
+            strategy=strategy,
+            confidence_threshold=config.decoding.confidence_threshold,
+            max_denoise_steps=config.decoding.max_denoise_steps,
+            num_rollouts=config.rollouts.num_rollouts if strategy == "rollouts" else 1,
+            temperature=config.rollouts.temperature,
+            seed=config.rollouts.seed,
+        )
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """tokens: (N, A) answer ids (N rollouts, else 1). timings_ms: prefill and per section."""
+
+    tokens: np.ndarray
+    num_forwards: int
+    num_spec_steps: int
+    timings_ms: dict[str, float]
+
+
+def new_cache(model: TokenModel, config_len: int, max_batch: int, dtype: torch.dtype) -> KVCache:
+    return KVCache.for_model(model.config, config_len, max_batch, dtype)  # type: ignore[attr-defined]
+
+
+@torch.no_grad()
+def decode(
+    model: TokenModel,
+    embeds: torch.Tensor,  # (1, P, W) prompt embeddings
+    prompt_mask: torch.Tensor,  # (P, P) bool
+    scaffold: Scaffold,
+    options: DecodeOptions,
+    cache: KVCache | None = None,
+    constraints: AnswerConstraints | None = None,
+) -> DecodeResult:
+    """Decode the answer of `scaffold` after the prompt with `options.strategy`.
+
+    `cache` (reset here) must hold P + A slots and `num_rollouts` rows; one is made if None.
+    `constraints` restrict each editable slot to tokens the schema's parser accepts.
+    """
+    P, A = embeds.shape[1], len(scaffold)
+    if cache is None:
+        cache = KVCache.for_model(model.decoder_config, P + A, options.num_rollouts, embeds.dtype)
+    cache.reset()
+    ctx = DecodeContext(model, cache, scaffold, P, (scaffold.mask_id,), constraints)
+    t0 = time.perf_counter()
+    if options.strategy == "full_diffusion":
+        state = decode_full_diffusion(
+            ctx, embeds, prompt_mask, options.confidence_threshold, options.max_denoise_steps
+        )
+        timings = {"full_diffusion": (time.perf_counter() - t0) * 1e3}
+    else:
+        state = prefill(ctx, embeds, prompt_mask)
+        timings = {"prefill": (time.perf_counter() - t0) * 1e3}
+        if options.strategy == "ar":
+            decode_ar(ctx, state)
+        elif options.strategy == "scaffold_spec":
+            decode_scaffold_spec(ctx, state)
+        elif options.strategy == "section_diffusion":
+            decode_section_diffusion(ctx, state, options.confidence_threshold)
+        else:  # rollouts
+            streams = rollout_streams(options.seed, options.num_rollouts)
+            picker = SamplingPicker(options.temperature, streams)
+            decode_rollouts(ctx, state, picker, options.num_rollouts)
+        timings.update(ctx.stats.section_ms)
+    if not state.is_known.all():
+        raise RuntimeError(f"{options.strategy}: answer slots left undecided")  # a bug
+    return DecodeResult(
+        tokens=state.tokens.cpu().numpy(),
+        num_forwards=ctx.stats.num_forwards,
+        num_spec_steps=ctx.stats.num_spec_steps,
+        timings_ms=timings,
+    )

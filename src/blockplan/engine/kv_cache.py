@@ -1,0 +1,120 @@
+"""KVCache: preallocated K/V buffers with verbs (commit, truncate, fork, reset).
+
+Layout: `kv` (layers, 2, batch, kv_heads, max_len, head_dim) holding *pre-RoPE* keys and the
+values, and `positions` (batch, max_len) holding each slot's rotary position (the attention
+rotates keys with it, so a slot can be re-based exactly — ALGORITHMS.md §6).
+
+A forward writes its S new tokens at slots [length, length + S) and sees [0, length + S);
+they stay *pending* until `commit(n)` keeps the first n of them. A later forward overwrites
+whatever was not committed — that is how draft windows and rejected tokens are discarded.
+Nothing is allocated after construction.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from blockplan.model.config import DecoderConfig
+
+
+class KVCacheFullError(RuntimeError):
+    """A forward would write past `max_len`."""
+
+
+class KVCache:
+    def __init__(
+        self,
+        num_layers: int,
+        num_kv_heads: int,
+        head_dim: int,
+        max_len: int,
+        max_batch: int = 1,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
+        shape = (num_layers, 2, max_batch, num_kv_heads, max_len, head_dim)
+        self.kv = torch.zeros(shape, dtype=dtype, device=device)
+        self.positions = torch.zeros(max_batch, max_len, dtype=torch.long, device=device)
+        self.max_len = max_len
+        self.max_batch = max_batch
+        self.length = 0  # committed slots
+        self.batch_size = 1  # active rows
+        self.num_pending = 0  # slots written by the last forward, not committed
+
+    @classmethod
+    def for_model(
+        cls,
+        config: DecoderConfig,
+        max_len: int,
+        max_batch: int = 1,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> KVCache:
+        return cls(
+            config.num_hidden_layers,
+            config.num_key_value_heads,
+            config.dim_per_head,
+            max_len,
+            max_batch,
+            dtype,
+            device,
+        )
+
+    # ---- the KVStore protocol the decoder writes through ---------------------------------
+
+    def write_positions(self, positions: torch.Tensor) -> torch.Tensor:
+        """Store positions (B, S) of the new tokens; return (B, length + S) of all slots."""
+        B, S = positions.shape
+        end = self.length + S
+        if end > self.max_len:
+            raise KVCacheFullError(f"KVCache: {end} slots needed, max_len={self.max_len}")
+        if self.batch_size != B:
+            raise ValueError(f"KVCache: batch {B} given, {self.batch_size} rows active")
+        self.positions[:B, self.length : end] = positions
+        self.num_pending = S
+        return self.positions[:B, :end]
+
+    def write(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store pre-RoPE k, v (B, Hkv, S, D) at the pending slots; return (B, Hkv, L, D)."""
+        B, _, S, _ = k.shape
+        end = self.length + S
+        self.kv[layer, 0, :B, :, self.length : end] = k
+        self.kv[layer, 1, :B, :, self.length : end] = v
+        return self.kv[layer, 0, :B, :, :end], self.kv[layer, 1, :B, :, :end]
+
+    # ---- verbs -----------------------------------------------------------------------------
+
+    def commit(self, n: int) -> None:
+        """Keep the first n pending slots of the last forward."""
+        if not 0 <= n <= self.num_pending:
+            raise ValueError(f"KVCache.commit({n}): only {self.num_pending} slots pending")
+        self.length += n
+        self.num_pending = 0
+
+    def truncate(self, length: int) -> None:
+        """Forget every slot from `length` on (rejected tokens)."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"KVCache.truncate({length}): only {self.length} slots committed")
+        self.length = length
+        self.num_pending = 0
+
+    def fork(self, n: int) -> None:
+        """Broadcast row 0's committed prefix into rows [0, n) and make n rows active.
+
+        The prefix is copied, not recomputed: the shared-prefix rollouts start from here.
+        """
+        if not 1 <= n <= self.max_batch:
+            raise ValueError(f"KVCache.fork({n}): max_batch={self.max_batch}")
+        L = self.length
+        self.kv[:, :, 1:n, :, :L] = self.kv[:, :, :1, :, :L]
+        self.positions[1:n, :L] = self.positions[:1, :L]
+        self.batch_size = n
+        self.num_pending = 0
+
+    def reset(self) -> None:
+        """Empty the cache (one row active); the buffers are kept."""
+        self.length = 0
+        self.batch_size = 1
+        self.num_pending = 0

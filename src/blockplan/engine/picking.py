@@ -1,0 +1,77 @@
+"""How a verify step turns logits into a token: greedy argmax, or sampling per row.
+
+Sampling draws one uniform number per decided position, in answer order, from the row's own
+stream, so a row's tokens depend only on its own logits and stream — never on the batch it
+runs in or on what the draft proposed. That makes N forked rollouts equal N independent
+decodes with the same streams, and speculative sampling equal plain AR sampling.
+
+`allowed` (V,) bool restricts the choice to the tokens the answer's grammar permits there.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import torch
+
+
+class Picker(Protocol):
+    def prepare(self, logits: torch.Tensor) -> None:
+        """Take the logits (B, W, V) of one forward."""
+        ...
+
+    def choose(self, row: int, index: int, allowed: np.ndarray | None = None) -> int:
+        """The token for row `row` predicted at window position `index`."""
+        ...
+
+
+class GreedyPicker:
+    """argmax, no randomness (the AR-greedy reference)."""
+
+    def __init__(self) -> None:
+        self._logits = np.zeros((0, 0, 0))
+        self._argmax = np.zeros((0, 0), dtype=np.int64)
+
+    def prepare(self, logits: torch.Tensor) -> None:
+        self._logits = logits.double().cpu().numpy()  # (B, W, V)
+        self._argmax = self._logits.argmax(axis=-1)  # (B, W)
+
+    def choose(self, row: int, index: int, allowed: np.ndarray | None = None) -> int:
+        if allowed is None:
+            return int(self._argmax[row, index])
+        return int(np.where(allowed, self._logits[row, index], -np.inf).argmax())
+
+
+class SamplingPicker:
+    """Sample from softmax(logits / temperature) with one numpy stream per row.
+
+    Inverse-CDF sampling: token = first id whose cumulative probability exceeds u.
+    Temperature 0 is greedy (and draws nothing).
+    """
+
+    def __init__(self, temperature: float, streams: list[np.random.Generator]) -> None:
+        self.temperature = temperature
+        self.streams = streams
+        self._greedy = GreedyPicker()
+
+    def prepare(self, logits: torch.Tensor) -> None:
+        if logits.shape[0] > len(self.streams):
+            raise ValueError(f"SamplingPicker: {logits.shape[0]} rows, {len(self.streams)} streams")
+        self._greedy.prepare(logits)
+
+    def choose(self, row: int, index: int, allowed: np.ndarray | None = None) -> int:
+        if self.temperature == 0:
+            return self._greedy.choose(row, index, allowed)
+        scaled = self._greedy._logits[row, index] / self.temperature  # (V,)
+        if allowed is not None:
+            scaled = np.where(allowed, scaled, -np.inf)
+        cdf = np.cumsum(np.exp(scaled - scaled.max()))
+        u = self.streams[row].random() * cdf[-1]
+        return int(min(np.searchsorted(cdf, u, side="right"), cdf.shape[0] - 1))
+
+
+def rollout_streams(seed: int, num_rollouts: int) -> list[np.random.Generator]:
+    """Independent, reproducible streams: rollout i uses the i-th child of `seed`."""
+    children = np.random.SeedSequence(seed).spawn(num_rollouts)
+    return [np.random.default_rng(child) for child in children]

@@ -1,0 +1,217 @@
+"""Planner: observation → prompt → visual tokens → decoding strategy → strict parse → Plan.
+
+Stages (each timed into `Plan.timings_ms`): `encode` (images → visual tokens), `prompt`
+(render the prompt, build its embeddings), `prefill`, one entry per answer section (or
+`full_diffusion`), `post` (strict parsing into the answer and the (N, 5, 2) rollouts).
+A parse failure raises the schema's `ScaffoldParseError`; the runtime counts it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from blockplan.config import PlannerConfig
+from blockplan.engine.constraints import build_constraints
+from blockplan.engine.decode import DecodeOptions, DecodeResult, decode
+from blockplan.engine.kv_cache import KVCache
+from blockplan.model.masks import frame_local_mask
+from blockplan.model.planner_model import PlannerModel
+from blockplan.model.presets import preset_config
+from blockplan.model.weights import load_pretrained
+from blockplan.schema import (
+    DrivingSchema,
+    PromptLayout,
+    Tokenizer,
+    compile_scaffold,
+    default_schema,
+    default_tokenizer,
+    load_tokenizer,
+    parse_answer,
+    render_prompt,
+)
+from blockplan.types import DrivingAnswer, Observation, Plan
+
+DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+class PlannerSetupError(ValueError):
+    """The model and the configuration or the observation do not fit; names the field."""
+
+
+@dataclass(frozen=True)
+class DecodedPlan:
+    """A plan with what produced it (the bench reads the tokens and counters)."""
+
+    plan: Plan
+    result: DecodeResult
+    layout: PromptLayout
+
+
+class Planner:
+    """Turns observations into plans with one model, tokenizer, schema and strategy."""
+
+    def __init__(
+        self,
+        model: PlannerModel,
+        tokenizer: Tokenizer,
+        config: PlannerConfig,
+        schema: DrivingSchema | None = None,
+    ) -> None:
+        if config.model.backend != "torch":
+            raise PlannerSetupError(
+                f"model.backend={config.model.backend!r}: this Planner runs 'torch'"
+            )
+        mc = model.config
+        if tuple(config.camera_names) != mc.camera_names:
+            raise PlannerSetupError(
+                f"cameras.names={list(config.camera_names)}: the model was built for "
+                f"{list(mc.camera_names)}"
+            )
+        if config.frame_window.num_frames != mc.num_frames:
+            raise PlannerSetupError(
+                f"frame_window.num_frames={config.frame_window.num_frames}: the model was "
+                f"built for {mc.num_frames}"
+            )
+        self.config = config
+        self.dtype = DTYPES[config.model.dtype]
+        self.model = model.to(self.dtype).eval()
+        self.tokenizer = tokenizer
+        self.schema = schema or _schema_from(mc.schema)
+        self.scaffold = compile_scaffold(self.schema, tokenizer, mc.block_size)
+        self.constraints = build_constraints(
+            self.scaffold, self.schema, tokenizer, mc.decoder.vocab_size
+        )
+        template = self.render(None)
+        self.prompt_len = len(template)
+        self.prompt_mask = frame_local_mask(template)  # (P, P): depends on the layout only
+        max_batch = config.rollouts.num_rollouts
+        self.cache = KVCache.for_model(
+            mc.decoder, self.prompt_len + len(self.scaffold), max_batch, self.dtype
+        )
+
+    # ---- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def from_folder(cls, path: str | Path, config: PlannerConfig | None = None) -> Planner:
+        """A planner over a model folder (config.json, model.safetensors, tokenizer.json)."""
+        folder = Path(path)
+        model = load_pretrained(folder)
+        if not isinstance(model, PlannerModel):
+            raise PlannerSetupError(f"{folder}: holds a {type(model).__name__}, not a planner")
+        tokenizer_path = folder / "tokenizer.json"
+        if not tokenizer_path.is_file():
+            raise PlannerSetupError(f"{folder}: no tokenizer.json")
+        return cls(model, load_tokenizer(tokenizer_path), config or PlannerConfig())
+
+    @classmethod
+    def random_init(
+        cls, preset: str = "tiny", config: PlannerConfig | None = None, seed: int = 0
+    ) -> Planner:
+        """A planner with random weights of a preset size and the default tokenizer."""
+        config = config or PlannerConfig()
+        tokenizer = default_tokenizer()
+        schema = default_schema()
+        model_config = preset_config(
+            preset,
+            tokenizer.vocab_size,
+            config.camera_names,
+            config.frame_window.num_frames,
+            schema=schema,
+        )
+        torch.manual_seed(seed)
+        return cls(PlannerModel(model_config), tokenizer, config, schema)
+
+    # ---- planning --------------------------------------------------------------------------
+
+    def render(self, observation: Observation | None) -> PromptLayout:
+        mc = self.model.config
+        return render_prompt(
+            observation,
+            self.tokenizer,
+            self.schema,
+            mc.camera_names,
+            mc.num_frames,
+            mc.tokens_per_image,
+        )
+
+    def plan(self, observation: Observation) -> Plan:
+        """Plan with the configured strategy (`decoding.strategy`, `rollouts.*`)."""
+        return self.decode(observation).plan
+
+    @torch.no_grad()
+    def decode(self, observation: Observation, strategy: str | None = None) -> DecodedPlan:
+        """Plan with `strategy` (default: the configured one); also return the raw result."""
+        options = DecodeOptions.from_config(self.config, strategy)
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        visual = self.model.visual(self.images(observation))  # (K*T, G, W)
+        t1 = time.perf_counter()
+        layout = self.render(observation)
+        ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long)
+        embeds = self.model.embed_prompt(ids, layout.image_spans, visual)  # (1, P, W)
+        t2 = time.perf_counter()
+        timings["encode"], timings["prompt"] = (t1 - t0) * 1e3, (t2 - t1) * 1e3
+        ctx_cache = self.cache if options.num_rollouts <= self.cache.max_batch else None
+        result = decode(
+            self.model,
+            embeds,
+            self.prompt_mask,
+            self.scaffold,
+            options,
+            cache=ctx_cache,
+            constraints=self.constraints,
+        )
+        timings.update(result.timings_ms)
+        t3 = time.perf_counter()
+        answers = [self.parse(row) for row in result.tokens]
+        rollouts = np.stack([a.waypoints for a in answers])  # (N, 5, 2)
+        timings["post"] = (time.perf_counter() - t3) * 1e3
+        plan = Plan(
+            stamp_ns=observation.stamp_ns,
+            answer=answers[0],
+            rollouts=rollouts,
+            timings_ms=timings,
+            num_forwards=result.num_forwards,
+        )
+        return DecodedPlan(plan, result, layout)
+
+    def parse(self, tokens: np.ndarray) -> DrivingAnswer:
+        """Strictly parse one answer row; raises `ScaffoldParseError`."""
+        return parse_answer(tokens, self.scaffold, self.tokenizer, self.schema)
+
+    def images(self, observation: Observation) -> torch.Tensor:
+        """(K*T, 3, H, W) model-ready images from the view-major frames of `observation`."""
+        mc = self.model.config
+        K, T = len(mc.camera_names), mc.num_frames
+        if len(observation.frames) != K * T:
+            raise PlannerSetupError(
+                f"observation.frames: {len(observation.frames)} frames, the model needs "
+                f"{K} cameras x {T} frames"
+            )
+        out = []
+        for i, frame in enumerate(observation.frames):
+            expected = mc.camera_names[i // T]
+            if frame.camera != expected:
+                raise PlannerSetupError(
+                    f"observation.frames[{i}].camera={frame.camera!r}: view-major order "
+                    f"expects {expected!r}"
+                )
+            image = torch.from_numpy(np.ascontiguousarray(frame.image))[None]  # (1, H, W, 3)
+            out.append(self.model.visual.preprocess(image))
+        return torch.cat(out).to(self.dtype)  # (K*T, 3, H, W)
+
+
+def _schema_from(settings: dict) -> DrivingSchema:
+    if not settings:
+        return default_schema()
+    return DrivingSchema(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})

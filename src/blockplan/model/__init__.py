@@ -1,0 +1,1 @@
+"""Models: the Qwen2-compatible decoder, mask builders, vision encoder, weights I/O."""

@@ -1,0 +1,89 @@
+"""A Qwen2-architecture causal LM whose state dict is identical to HF `Qwen2ForCausalLM`.
+
+`forward` is pure: the caller hands it tokens (ids or embeddings), their positions, an
+explicit attention mask and optionally a KV store to write into. With ids alone it is a
+plain causal LM forward: `model(input_ids)` returns logits (B, S, V).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from blockplan.model.config import DecoderConfig
+from blockplan.model.layers import DecoderLayer, KVStore, RMSNorm, rope_cos_sin
+from blockplan.model.masks import causal_mask
+
+
+class DecoderBody(nn.Module):
+    """HF's `Qwen2Model`: embeddings, layers, final norm (state-dict prefix `model.`)."""
+
+    def __init__(self, config: DecoderConfig) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(
+            DecoderLayer(config, i) for i in range(config.num_hidden_layers)
+        )
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+
+class Decoder(nn.Module):
+    """Qwen2 / Qwen2.5 decoder with LM head (tied to the embeddings when the config says)."""
+
+    def __init__(self, config: DecoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.model = DecoderBody(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    @property
+    def decoder_config(self) -> DecoderConfig:
+        return self.config
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Token embeddings (B, S, W) of ids (B, S)."""
+        return self.model.embed_tokens(input_ids)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,  # (B, S)
+        *,
+        inputs_embeds: torch.Tensor | None = None,  # (B, S, W)
+        positions: torch.Tensor | None = None,  # (B, S) or (S,) int
+        mask: torch.Tensor | None = None,  # (S, L) or (B, S, L) bool, True = may attend
+        cache: KVStore | None = None,
+        num_logits: int | None = None,
+        return_hidden: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Logits (B, S', V) for the last S' = num_logits (default all S) new tokens, and the
+        final-norm hidden states (B, S, W) too when `return_hidden`.
+
+        L counts the key slots: the committed slots of `cache` followed by the S new tokens
+        (just S without a cache). Defaults: positions continue after the cache, causal mask.
+        """
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Decoder.forward: pass exactly one of input_ids, inputs_embeds")
+        x = self.embed(input_ids) if inputs_embeds is None else inputs_embeds  # (B, S, W)
+        B, S, _ = x.shape
+        past = getattr(cache, "length", 0) if cache is not None else 0
+        if positions is None:
+            positions = torch.arange(past, past + S, device=x.device)
+        positions = positions.expand(B, S) if positions.dim() == 1 else positions  # (B, S)
+        if mask is None:
+            mask = causal_mask(S, past, device=x.device)
+        mask = mask[None, None] if mask.dim() == 2 else mask[:, None]  # (B|1, 1, S, L)
+        key_positions = cache.write_positions(positions) if cache is not None else positions
+        head_dim, theta = self.config.dim_per_head, self.config.rope_theta
+        rope_q = rope_cos_sin(positions, head_dim, theta, x.dtype)  # (B, 1, S, D)
+        rope_k = rope_cos_sin(key_positions, head_dim, theta, x.dtype)  # (B, 1, L, D)
+        for layer in self.model.layers:
+            x = layer(x, rope_q, rope_k, mask, cache)
+        hidden = self.model.norm(x)  # (B, S, W)
+        kept = hidden if num_logits is None else hidden[:, S - num_logits :]
+        logits = self.lm_head(kept)  # (B, S', V)
+        return (logits, hidden) if return_hidden else logits
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,143 @@
+"""The maths of one Qwen2 decoder layer: RMSNorm, rotary embedding, GQA attention, SwiGLU.
+
+Parameter names and shapes match Hugging Face `Qwen2DecoderLayer`, so its state dict loads
+unchanged. Shapes: B batch, S new tokens, L key slots (cached + new), H heads, D head_dim.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from blockplan.model.config import DecoderConfig
+
+
+class KVStore(Protocol):
+    """Where a forward writes the new tokens' K/V (the engine's `KVCache` implements it).
+
+    New tokens go to the slots after the committed ones; they stay pending until the engine
+    commits them, so a later forward may overwrite them (draft windows, rejected tokens).
+    """
+
+    def write_positions(self, positions: torch.Tensor) -> torch.Tensor:
+        """Store the new tokens' positions (B, S); return the positions of all slots the new
+        tokens may see, (B, L) with L = committed + S."""
+        ...
+
+    def write(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store pre-RoPE k, v (B, Hkv, S, D) after the committed slots; return the keys and
+        values of all slots the new tokens may see, (B, Hkv, L, D) each."""
+        ...
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in float32 at least, as HF does, then cast back.
+        dtype = x.dtype
+        h = x.to(torch.promote_types(dtype, torch.float32))
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(dtype)
+
+
+def rope_cos_sin(
+    positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin (B, 1, S, D) for integer positions (B, S); HF's half-split layout."""
+    compute = torch.promote_types(dtype, torch.float32)
+    exponent = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device)
+    inv_freq = 1.0 / (theta ** (exponent.to(compute) / head_dim))  # (D/2,)
+    angles = positions.to(compute)[..., None] * inv_freq  # (B, S, D/2)
+    angles = torch.cat([angles, angles], dim=-1)[:, None]  # (B, 1, S, D)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x (B, H, S, D) by its positions: R(p)x = x·cos + rotate_half(x)·sin."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+class Attention(nn.Module):
+    """Grouped-query attention with QKV bias (Qwen2) over an explicit boolean mask.
+
+    Keys are stored in the cache *before* RoPE and rotated here with each slot's position,
+    so a cached token can be re-based to a new position exactly (ALGORITHMS.md §6).
+    """
+
+    def __init__(self, config: DecoderConfig, layer_index: int) -> None:
+        super().__init__()
+        self.layer_index = layer_index
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.dim_per_head
+        width = config.hidden_size
+        self.q_proj = nn.Linear(width, self.num_heads * self.head_dim, bias=True)
+        self.k_proj = nn.Linear(width, self.num_kv_heads * self.head_dim, bias=True)
+        self.v_proj = nn.Linear(width, self.num_kv_heads * self.head_dim, bias=True)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, width, bias=False)
+
+    def forward(
+        self,
+        x: torch.Tensor,  # (B, S, W)
+        rope_q: tuple[torch.Tensor, torch.Tensor],  # cos, sin (B, 1, S, D)
+        rope_k: tuple[torch.Tensor, torch.Tensor],  # cos, sin (B, 1, L, D)
+        mask: torch.Tensor,  # (B, 1, S, L) bool, True = may attend
+        cache: KVStore | None,
+    ) -> torch.Tensor:
+        B, S, _ = x.shape
+        q = self.q_proj(x).view(B, S, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(B, S, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(B, S, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        if cache is not None:
+            k, v = cache.write(self.layer_index, k, v)  # (B, Hkv, L, D), pre-RoPE
+        q = apply_rope(q, *rope_q)  # (B, H, S, D)
+        k = apply_rope(k, *rope_k)  # (B, Hkv, L, D)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        return self.o_proj(out.transpose(1, 2).reshape(B, S, -1))  # (B, S, W)
+
+
+class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, config: DecoderConfig) -> None:
+        super().__init__()
+        width, inner = config.hidden_size, config.intermediate_size
+        self.gate_proj = nn.Linear(width, inner, bias=False)
+        self.up_proj = nn.Linear(width, inner, bias=False)
+        self.down_proj = nn.Linear(inner, width, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, config: DecoderConfig, layer_index: int) -> None:
+        super().__init__()
+        self.self_attn = Attention(config, layer_index)
+        self.mlp = MLP(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        rope_q: tuple[torch.Tensor, torch.Tensor],
+        rope_k: tuple[torch.Tensor, torch.Tensor],
+        mask: torch.Tensor,
+        cache: KVStore | None,
+    ) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), rope_q, rope_k, mask, cache)
+        return x + self.mlp(self.post_attention_layernorm(x))

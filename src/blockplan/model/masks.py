@@ -1,0 +1,75 @@
+"""Attention-mask builders. Every mask is bool, True = the query may attend to the key.
+
+Shapes: (S, L) with S query tokens and L key slots. With a KV cache the keys are the `past`
+committed slots followed by the S new tokens, so L = past + S.
+
+* causal:        token i sees every earlier slot and itself (AR, verify, KV writes).
+* draft:         the window sees the whole cached prefix and all of itself (bidirectional
+                 inside the window) — the draft and denoising forwards.
+* block-causal:  the answer is cut into blocks; inside a block attention is bidirectional,
+                 across blocks causal, so a finished block's K/V never change (ALGORITHMS §1).
+* frame-local:   in the prompt, a camera frame's visual tokens see the prompt header and
+                 their own frame only; text tokens see everything before them (ALGORITHMS §6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from blockplan.schema.layout import PromptLayout
+
+
+def causal_mask(
+    num_new: int, num_past: int = 0, device: torch.device | None = None
+) -> torch.Tensor:
+    """(S, past + S): new token i sees slots [0, past + i]."""
+    rows = torch.arange(num_new, device=device)[:, None] + num_past
+    cols = torch.arange(num_past + num_new, device=device)[None, :]
+    return cols <= rows
+
+
+def draft_mask(num_new: int, num_past: int = 0, device: torch.device | None = None) -> torch.Tensor:
+    """(W, past + W): the whole cached prefix plus the whole window, bidirectional."""
+    return torch.ones(num_new, num_past + num_new, dtype=torch.bool, device=device)
+
+
+def frame_local_mask(layout: PromptLayout, device: torch.device | None = None) -> torch.Tensor:
+    """(P, P) prompt mask: causal, except that the visual tokens of each frame see only the
+    header [0, header_end) and their own frame (bidirectionally).
+
+    Text tokens after the images see everything before them. With this mask a frame's
+    hidden states do not depend on the other frames, so its cached K/V can be reused when the
+    window slides. (Its attention to the header still depends on the frame's distance to the
+    header under RoPE, so a frame that moves to a new slot is exact only if the model is
+    trained with the header distance it will be streamed at.)
+    """
+    mask = causal_mask(len(layout), 0, device)
+    for span in layout.image_spans:
+        rows = slice(span.start, span.end)
+        mask[rows, :] = False
+        mask[rows, : layout.header_end] = True
+        mask[rows, span.start : span.end] = True
+    return mask
+
+
+def block_causal_mask(prefix_mask: torch.Tensor, blocks: Sequence[tuple[int, int]]) -> torch.Tensor:
+    """(P + A, P + A) mask of a prompt (its own (P, P) mask) followed by an answer cut into
+    blocks [start, end) relative to the answer start, covering [0, A) in order.
+
+    Answer tokens see the whole prompt, every earlier block and all of their own block.
+    One block spanning the answer gives the full-sequence diffusion mask.
+    """
+    P = prefix_mask.shape[0]
+    A = blocks[-1][1] if blocks else 0
+    mask = torch.zeros(P + A, P + A, dtype=torch.bool, device=prefix_mask.device)
+    mask[:P, :P] = prefix_mask
+    mask[P:, :P] = True
+    expected = 0
+    for start, end in blocks:
+        if start != expected or end <= start:
+            raise ValueError(f"block_causal_mask: blocks must tile the answer, got {(start, end)}")
+        mask[P + start : P + end, P : P + end] = True
+        expected = end
+    return mask

@@ -1,0 +1,148 @@
+"""PlannerModel: vision tower + Qwen2 decoder + the settings its prompt needs.
+
+A model folder holds `config.json` (`model_type: blockplan_planner`, with `text_config` for
+the decoder, `vision_config`, the cameras, frames, block size and schema settings),
+`model.safetensors` (decoder tensors under their HF Qwen2 names `model.*` / `lm_head.*`,
+vision tensors under `visual.*`), `tokenizer.json` and `manifest.json`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from blockplan.model.config import DecoderConfig, ModelConfigError
+from blockplan.model.decoder import Decoder
+from blockplan.model.vision import VisionConfig, VisionTower
+from blockplan.model.weights import decoder_from_state, load_state, save_folder
+from blockplan.schema.layout import ImageSpan
+
+MODEL_TYPE = "blockplan_planner"
+VISUAL_PREFIX = "visual."
+
+
+@dataclass(frozen=True)
+class PlannerModelConfig:
+    decoder: DecoderConfig
+    vision: VisionConfig
+    camera_names: tuple[str, ...]
+    num_frames: int
+    block_size: int = 32
+    schema: dict[str, Any] = field(default_factory=dict)  # opaque to the model
+
+    def __post_init__(self) -> None:
+        if not self.camera_names:
+            raise ModelConfigError("camera_names=(): at least one camera is required")
+        if self.num_frames < 1:
+            raise ModelConfigError(f"num_frames={self.num_frames}: must be >= 1")
+        if self.block_size < 1:
+            raise ModelConfigError(f"block_size={self.block_size}: must be >= 1")
+
+    @property
+    def tokens_per_image(self) -> int:
+        return self.vision.tokens_per_image
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model_type": MODEL_TYPE,
+            "text_config": self.decoder.to_dict(),
+            "vision_config": self.vision.to_dict(),
+            "camera_names": list(self.camera_names),
+            "num_frames": self.num_frames,
+            "tokens_per_image": self.tokens_per_image,
+            "block_size": self.block_size,
+            "schema": self.schema,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PlannerModelConfig:
+        try:
+            return cls(
+                decoder=DecoderConfig.from_dict(d["text_config"]),
+                vision=VisionConfig.from_dict(d["vision_config"]),
+                camera_names=tuple(d["camera_names"]),
+                num_frames=int(d["num_frames"]),
+                block_size=int(d.get("block_size", 32)),
+                schema=dict(d.get("schema") or {}),
+            )
+        except KeyError as e:
+            raise ModelConfigError(f"config.json lacks {e.args[0]!r}") from e
+
+
+class PlannerModel(nn.Module):
+    """The planner's network. Its forward is the decoder's (token ids or embeddings)."""
+
+    def __init__(self, config: PlannerModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.decoder = Decoder(config.decoder)
+        self.visual = VisionTower(
+            config.vision, config.decoder.hidden_size, len(config.camera_names), config.num_frames
+        )
+
+    def forward(self, input_ids: torch.Tensor | None = None, **kwargs: Any) -> torch.Tensor:
+        return self.decoder(input_ids, **kwargs)
+
+    @property
+    def decoder_config(self) -> DecoderConfig:
+        return self.config.decoder
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.decoder.embed(input_ids)
+
+    def embed_prompt(
+        self,
+        token_ids: torch.Tensor,  # (P,) with placeholders at visual positions
+        image_spans: tuple[ImageSpan, ...],
+        visual: torch.Tensor,  # (K*T, G, W) from `self.visual`, view-major
+    ) -> torch.Tensor:
+        """Prompt embeddings (1, P, W): token embeddings with each span's placeholders
+        replaced by its image's visual tokens."""
+        embeds = self.embed(token_ids[None]).clone()  # (1, P, W)
+        T = self.config.num_frames
+        for span in image_spans:
+            index = span.camera_index * T + span.frame_index  # view-major
+            if span.end - span.start != visual.shape[1]:
+                raise ValueError(
+                    f"image span {span}: {span.end - span.start} slots, the model makes "
+                    f"{visual.shape[1]} tokens per image"
+                )
+            embeds[0, span.start : span.end] = visual[index]
+        return embeds
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    # ---- folders ---------------------------------------------------------------------------
+
+    def folder_state(self) -> dict[str, torch.Tensor]:
+        """State dict under the folder's names: HF Qwen2 names + `visual.*`."""
+        out = {}
+        for name, tensor in self.state_dict().items():
+            out[name.removeprefix("decoder.")] = tensor
+        return out
+
+    def save_pretrained(self, path: str | Path, tokenizer_json: str | None = None) -> Path:
+        extra = {"tokenizer.json": tokenizer_json} if tokenizer_json is not None else None
+        return save_folder(self.folder_state(), self.config.to_dict(), path, extra)
+
+    @classmethod
+    def from_config_and_state(
+        cls, raw: dict[str, Any], state: dict[str, torch.Tensor], where: str
+    ) -> PlannerModel:
+        config = PlannerModelConfig.from_dict(raw)
+        model = cls(config)
+        text = {k: v for k, v in state.items() if not k.startswith(VISUAL_PREFIX)}
+        decoder = decoder_from_state(config.decoder, text, where)
+        model.decoder.load_state_dict(decoder.state_dict())
+        visual = {
+            k.removeprefix(VISUAL_PREFIX): v
+            for k, v in state.items()
+            if k.startswith(VISUAL_PREFIX)
+        }
+        load_state(model.visual, visual, where)
+        return model

@@ -1,0 +1,67 @@
+"""Named model sizes for `Planner.random_init` and training from scratch."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from blockplan.model.config import DecoderConfig, ModelConfigError
+from blockplan.model.planner_model import PlannerModelConfig
+from blockplan.model.vision import VisionConfig
+
+# Decoder sizes; the vocabulary comes from the tokenizer.
+PRESETS: dict[str, dict[str, Any]] = {
+    # ~3 M parameters: the reference-model size, runs a plan in well under a second on CPU.
+    "tiny": dict(
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    ),
+    # ~0.1 M parameters, for unit tests.
+    "test": dict(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    ),
+}
+
+VISION_PRESETS: dict[str, VisionConfig] = {
+    "tiny": VisionConfig(image_height=72, image_width=128, channels=(16, 32, 64), grid=(4, 4)),
+    "test": VisionConfig(image_height=16, image_width=24, channels=(4, 8), grid=(2, 2)),
+}
+
+
+def preset_config(
+    preset: str,
+    vocab_size: int,
+    camera_names: tuple[str, ...],
+    num_frames: int,
+    block_size: int = 32,
+    schema: Any = None,
+    max_position_embeddings: int = 4096,
+) -> PlannerModelConfig:
+    """A `PlannerModelConfig` of a named size; `schema` (a DrivingSchema) is recorded."""
+    if preset not in PRESETS:
+        raise ModelConfigError(f"preset={preset!r}: must be one of {sorted(PRESETS)}")
+    decoder = DecoderConfig(
+        vocab_size=vocab_size, max_position_embeddings=max_position_embeddings, **PRESETS[preset]
+    )
+    return PlannerModelConfig(
+        decoder=decoder,
+        vision=VISION_PRESETS[preset],
+        camera_names=tuple(camera_names),
+        num_frames=num_frames,
+        block_size=block_size,
+        schema=schema_to_dict(schema) if schema is not None else {},
+    )
+
+
+def schema_to_dict(schema: Any) -> dict[str, Any]:
+    """A DrivingSchema as JSON-able settings (tuples become lists)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(schema).items()}

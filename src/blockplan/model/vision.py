@@ -1,0 +1,120 @@
+"""Camera images → visual tokens in the decoder's width.
+
+`VisionTower` = a small CNN encoder (a grid of features per image) + an MLP projector to the
+decoder width + learned identity embeddings (camera, frame slot, grid cell), so the decoder
+knows which camera and which moment each visual token shows. Images arrive as K cameras × T
+frames in view-major order (camera 0 oldest→newest, then camera 1, …).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from blockplan.model.config import ModelConfigError
+
+
+class VisionEncoder(Protocol):
+    """Any image encoder: (N, 3, H, W) float images → (N, tokens_per_image, feature_dim)."""
+
+    feature_dim: int
+    tokens_per_image: int
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor: ...
+
+
+@dataclass(frozen=True)
+class VisionConfig:
+    image_height: int = 72
+    image_width: int = 128
+    channels: tuple[int, ...] = (16, 32, 64)
+    grid: tuple[int, int] = (4, 4)  # (rows, cols) of visual tokens per image
+
+    def __post_init__(self) -> None:
+        if self.image_height < 8 or self.image_width < 8:
+            raise ModelConfigError(
+                f"vision.image_height/width={self.image_height}x{self.image_width}: must be >= 8"
+            )
+        if not self.channels or min(self.channels) < 1:
+            raise ModelConfigError(f"vision.channels={self.channels!r}: must be positive")
+        if min(self.grid) < 1:
+            raise ModelConfigError(f"vision.grid={self.grid!r}: must be positive")
+
+    @property
+    def tokens_per_image(self) -> int:
+        return self.grid[0] * self.grid[1]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> VisionConfig:
+        d = dict(d)
+        d["channels"] = tuple(d.get("channels", cls.channels))
+        d["grid"] = tuple(d.get("grid", cls.grid))
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["channels"], d["grid"] = list(self.channels), list(self.grid)
+        return d
+
+
+class SmallCNN(nn.Module):
+    """Stride-2 3×3 conv stages with GELU, then adaptive average pooling to the token grid."""
+
+    def __init__(self, config: VisionConfig) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        in_ch = 3
+        for ch in config.channels:
+            layers += [nn.Conv2d(in_ch, ch, 3, stride=2, padding=1), nn.GroupNorm(1, ch), nn.GELU()]
+            in_ch = ch
+        self.stages = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(config.grid)
+        self.feature_dim = in_ch
+        self.tokens_per_image = config.tokens_per_image
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        features = self.pool(self.stages(images))  # (N, C, gh, gw)
+        return features.flatten(2).transpose(1, 2)  # (N, gh*gw, C), row-major grid cells
+
+
+class VisionTower(nn.Module):
+    """Encoder + projector + identity embeddings (state-dict prefix `visual.` in a folder)."""
+
+    def __init__(self, config: VisionConfig, width: int, num_cameras: int, num_frames: int) -> None:
+        super().__init__()
+        self.config = config
+        self.num_cameras, self.num_frames = num_cameras, num_frames
+        self.encoder = SmallCNN(config)
+        feature_dim = self.encoder.feature_dim
+        self.projector = nn.Sequential(
+            nn.Linear(feature_dim, width), nn.GELU(), nn.Linear(width, width)
+        )
+        self.camera_embed = nn.Embedding(num_cameras, width)
+        self.frame_embed = nn.Embedding(num_frames, width)
+        self.cell_embed = nn.Embedding(config.tokens_per_image, width)
+
+    def preprocess(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 (N, H', W', 3) at any size → float (N, 3, H, W) in [-1, 1] at model size."""
+        x = images.permute(0, 3, 1, 2).float() / 255.0  # (N, 3, H', W')
+        size = (self.config.image_height, self.config.image_width)
+        if tuple(x.shape[-2:]) != size:
+            x = F.interpolate(x, size=size, mode="bilinear", antialias=True, align_corners=False)
+        return x * 2.0 - 1.0
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """images (K*T, 3, H, W) view-major → visual tokens (K*T, tokens_per_image, width)."""
+        K, T = self.num_cameras, self.num_frames
+        if images.shape[0] != K * T:
+            raise ValueError(f"VisionTower: {images.shape[0]} images, expected {K}x{T}")
+        dtype = self.camera_embed.weight.dtype
+        tokens = self.projector(self.encoder(images.to(dtype)))  # (K*T, G, W)
+        device = tokens.device
+        camera = torch.arange(K, device=device).repeat_interleave(T)  # view-major: k = i // T
+        frame = torch.arange(T, device=device).repeat(K)  # t = i % T
+        cells = torch.arange(tokens.shape[1], device=device)
+        identity = self.camera_embed(camera)[:, None] + self.frame_embed(frame)[:, None]
+        return tokens + identity + self.cell_embed(cells)[None]  # (K*T, G, W)

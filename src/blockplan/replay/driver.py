@@ -1,0 +1,206 @@
+"""Replay: drive the control loop over a ROS 2 bag exactly as on the vehicle.
+
+The bag is read in log-time order. The virtual clock follows the inputs' header stamps (what
+`/clock` is on a vehicle replaying this recording): camera and odometry messages move it
+forward, and a tick fires at every multiple of the control period the clock passes, before
+the message that passed it is handed to the runtime. A stamp far behind the clock is a time
+jump (a looped bag): the runtime resets and the ticks follow the new timeline.
+
+Every input message is copied to the output bag next to the planner's outputs, so the output
+alone shows everything in RViz or Foxglove.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from blockplan.bags import (
+    BagError,
+    BagRecord,
+    BagWriter,
+    ImageDecodeError,
+    image_msg_to_frame,
+    odometry_to_ego,
+    open_bag_reader,
+    time_to_ns,
+)
+from blockplan.config import PlannerConfig
+from blockplan.replay.metrics import replay_metrics
+from blockplan.replay.publish import OutputPublisher, reasoning_record
+from blockplan.replay.record import ReplayLog
+from blockplan.replay.topics import InputTopics, resolve_topics
+from blockplan.replay.truth import RecordedPath
+from blockplan.runtime import Planner, PlannerRuntime, RuntimeLimits, TickOutput, VirtualClock
+from blockplan.types import EgoState, seconds_to_ns
+
+log = logging.getLogger(__name__)
+
+# A forward gap in the inputs longer than this is skipped rather than ticked through.
+MAX_TICKED_GAP_S = 60.0
+DIAGNOSTICS_PERIOD_S = 1.0
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    metrics: dict[str, Any]
+    log: ReplayLog
+    topics: InputTopics
+    plans_bag: Path
+
+
+def _read_odometry_segments(reader, topic: str | None, jump_ns: int) -> list[RecordedPath]:
+    """The recorded path, split wherever the stamps jump back (one segment per bag loop)."""
+    segments: list[list[EgoState]] = [[]]
+    if topic is None:
+        return [RecordedPath([])]
+    last = None
+    for record in reader.records([topic]):
+        try:
+            ego = odometry_to_ego(reader.deserialize(record))
+        except BagError:
+            continue  # counted in the main pass
+        if last is not None and ego.stamp_ns < last - jump_ns:
+            segments.append([])
+            last = ego.stamp_ns
+        segments[-1].append(ego)
+        last = ego.stamp_ns if last is None else max(last, ego.stamp_ns)
+    return [RecordedPath(s) for s in segments]
+
+
+class _Replayer:
+    def __init__(
+        self,
+        reader,
+        topics: InputTopics,
+        runtime: PlannerRuntime,
+        clock: VirtualClock,
+        publisher: OutputPublisher,
+        paths: list[RecordedPath],
+    ) -> None:
+        self.reader, self.topics, self.runtime, self.clock = reader, topics, runtime, clock
+        self.publisher, self.paths = publisher, paths
+        self.period_ns = runtime.period_ns
+        self.jump_ns = seconds_to_ns(runtime.limits.time_jump_s)
+        self.gap_ns = seconds_to_ns(MAX_TICKED_GAP_S)
+        self.diag_every = max(1, round(DIAGNOSTICS_PERIOD_S * runtime.config.control.rate_hz))
+        self.log = ReplayLog()
+        self.sensor_now: int | None = None
+        self.next_tick: int | None = None
+        self.segment = 0
+        self.last_odom: int | None = None
+        self.synthesize_tf = "/tf" not in topics.tf
+
+    def advance(self, stamp: int, log_time: int) -> None:
+        """Tick every period boundary up to `stamp` (exclusive of messages at `stamp`)."""
+        if self.sensor_now is None or stamp < self.sensor_now - self.jump_ns:
+            self.sensor_now, self.next_tick = stamp, stamp + self.period_ns
+            return
+        if stamp - self.sensor_now > self.gap_ns:
+            log.warning("skipping a %.1f s gap in the inputs", (stamp - self.sensor_now) / 1e9)
+            self.sensor_now, self.next_tick = stamp, stamp + self.period_ns
+            return
+        assert self.next_tick is not None
+        while self.next_tick <= stamp:
+            self.clock.set(self.next_tick)
+            self.on_tick(self.runtime.tick(), log_time)
+            self.next_tick += self.period_ns
+        self.sensor_now = max(self.sensor_now, stamp)
+
+    def on_tick(self, out: TickOutput, log_time: int) -> None:
+        self.publisher.tick(out, log_time)
+        path = self.paths[min(self.segment, len(self.paths) - 1)]
+        for accepted in out.new_plans:
+            truth = path.future(accepted.stamp_ns, accepted.pose, accepted.trajectory.t)
+            self.log.add_plan(accepted, reasoning_record(accepted), truth)
+        self.log.add_tick(out)
+        if len(self.log.ticks) % self.diag_every == 0:
+            self.publisher.diagnostics(self.runtime.diagnostics(), out.now_ns, log_time)
+
+    def ingest(self, record: BagRecord) -> None:
+        self.publisher.copy_input(record)
+        try:
+            msg = self.reader.deserialize(record)
+        except BagError as e:
+            self.runtime.on_invalid_input("corrupt_message", str(e))
+            return
+        topic = record.topic
+        if topic in self.topics.cameras:
+            self.advance(time_to_ns(msg.header.stamp), record.log_time_ns)
+            try:
+                frame = image_msg_to_frame(msg, self.topics.cameras[topic])
+            except ImageDecodeError as e:
+                self.runtime.on_invalid_input("invalid_image", f"{topic}: {e}")
+                return
+            self.runtime.on_frame(frame)
+        elif topic == self.topics.odometry:
+            ego = odometry_to_ego(msg)
+            if self.last_odom is not None and ego.stamp_ns < self.last_odom - self.jump_ns:
+                self.segment += 1  # the same split as _read_odometry_segments
+                self.last_odom = ego.stamp_ns
+            self.last_odom = max(self.last_odom or ego.stamp_ns, ego.stamp_ns)
+            self.advance(ego.stamp_ns, record.log_time_ns)
+            self.runtime.on_odometry(ego)
+            if self.synthesize_tf and all(map(_finite, (ego.x, ego.y, ego.yaw))):
+                self.publisher.tf_from_odometry(ego, record.log_time_ns)
+        elif topic == self.topics.route_command:
+            self.runtime.on_route_command(str(msg.data))
+
+
+def _finite(value: float) -> bool:
+    return value == value and abs(value) != float("inf")
+
+
+def replay_bag(
+    bag: str | Path,
+    out_dir: str | Path,
+    planner: Planner,
+    config: PlannerConfig,
+    timing: str = "ideal",
+    rate_hz: float | None = None,
+    limits: RuntimeLimits | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReplayResult:
+    """Replay `bag` into `out_dir/plans.mcap`; return the metrics and the replay log.
+    `progress(done, total)` is called as input messages are consumed."""
+    control = dataclasses.replace(
+        config.control, timing=timing, rate_hz=rate_hz or config.control.rate_hz
+    )
+    config = dataclasses.replace(config, control=control)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plans_bag = out_dir / "plans.mcap"
+    limits = limits or RuntimeLimits()
+    with open_bag_reader(bag) as reader:
+        topics = resolve_topics(config, reader.topics)
+        for missing in topics.missing_cameras:
+            log.warning("camera topic %s is not in the bag: that camera stays missing", missing)
+        paths = _read_odometry_segments(reader, topics.odometry, seconds_to_ns(limits.time_jump_s))
+        total = sum(reader.topics[t].num_messages for t in topics.all)
+        clock = VirtualClock()
+        runtime = PlannerRuntime(config, planner, clock, timing, limits)
+        try:
+            with BagWriter(plans_bag, typestore=reader.typestore) as writer:
+                replayer = _Replayer(
+                    reader, topics, runtime, clock, OutputPublisher(writer, config), paths
+                )
+                for i, record in enumerate(reader.records(topics.all)):
+                    replayer.ingest(record)
+                    if progress is not None:
+                        progress(i + 1, total)
+        finally:
+            runtime.close()
+    metrics = replay_metrics(
+        runtime.metrics(),
+        replayer.log,
+        timing=timing,
+        rate_hz=control.rate_hz,
+        bag=str(bag),
+        camera_topics=sorted(topics.cameras),
+        missing_camera_topics=list(topics.missing_cameras),
+    )
+    return ReplayResult(metrics, replayer.log, topics, plans_bag)

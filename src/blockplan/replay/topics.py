@@ -1,0 +1,69 @@
+"""Which topics of a bag feed the planner, and how each message becomes a runtime input.
+
+Camera topics come from the configuration (`cameras.<name>.topic`); a camera recorded only
+through image_transport's compressed topic (`<topic>/compressed`) is found too. A bag without
+any configured camera topic is refused with an error naming the missing topics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from blockplan.bags import TopicSummary
+from blockplan.config import PlannerConfig
+
+IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
+ODOMETRY_TYPE = "nav_msgs/msg/Odometry"
+TF_TYPE = "tf2_msgs/msg/TFMessage"
+STRING_TYPE = "std_msgs/msg/String"
+
+
+class ReplayInputError(ValueError):
+    """The bag cannot be replayed with this configuration; the message says why."""
+
+
+@dataclass(frozen=True)
+class InputTopics:
+    """camera topic → camera name; odometry / route topics (None when absent); tf topics to
+    copy to the output."""
+
+    cameras: dict[str, str]
+    odometry: str | None
+    route_command: str | None
+    tf: tuple[str, ...]
+    missing_cameras: tuple[str, ...]
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        topics = [*self.cameras, *self.tf]
+        topics += [t for t in (self.odometry, self.route_command) if t is not None]
+        return tuple(topics)
+
+
+def _typed(topics: dict[str, TopicSummary], name: str, msgtypes: tuple[str, ...]) -> bool:
+    return name in topics and topics[name].msgtype in msgtypes
+
+
+def resolve_topics(config: PlannerConfig, topics: dict[str, TopicSummary]) -> InputTopics:
+    cameras: dict[str, str] = {}
+    missing = []
+    for cam in config.cameras:
+        candidates = (cam.topic, f"{cam.topic}/compressed")
+        if cam.transport == "compressed" and not cam.topic.endswith("/compressed"):
+            candidates = candidates[::-1]
+        found = next((t for t in candidates if _typed(topics, t, IMAGE_TYPES)), None)
+        if found is None:
+            missing.append(cam.topic)
+        else:
+            cameras[found] = cam.name
+    if not cameras:
+        present = ", ".join(f"{t} [{s.msgtype}]" for t, s in sorted(topics.items())) or "none"
+        raise ReplayInputError(
+            f"the bag has none of the configured camera topics {missing} "
+            f"(nor their /compressed variants); its topics: {present}"
+        )
+    odom = config.topics.odom if _typed(topics, config.topics.odom, (ODOMETRY_TYPE,)) else None
+    route = config.topics.route_command
+    route = route if _typed(topics, route, (STRING_TYPE,)) else None
+    tf = tuple(t for t in ("/tf", "/tf_static") if _typed(topics, t, (TF_TYPE,)))
+    return InputTopics(cameras, odom, route, tf, tuple(missing))

@@ -1,0 +1,43 @@
+"""Ground truth from the recorded odometry: the ego's future path in the ego frame at t0.
+
+The bag's odometry is the path the vehicle really drove. For a plan made at t0 (ego pose
+`pose` in odometry), the ground truth is the recorded position at t0 + t for the plan's sample
+times, expressed in the ego frame at t0. It exists only where the recording covers the whole
+horizon and has no gap longer than `max_gap_s`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from blockplan.trajectory import Pose2D
+from blockplan.types import EgoState, seconds_to_ns
+
+
+class RecordedPath:
+    def __init__(self, states: list[EgoState], max_gap_s: float = 0.5) -> None:
+        good = [s for s in states if np.isfinite([s.x, s.y, s.yaw]).all()]
+        good.sort(key=lambda s: s.stamp_ns)
+        self.stamps = np.array([s.stamp_ns for s in good], dtype=np.int64)
+        self.xy = np.array([[s.x, s.y] for s in good], dtype=np.float64).reshape(-1, 2)
+        self.max_gap_ns = seconds_to_ns(max_gap_s)
+
+    def __len__(self) -> int:
+        return len(self.stamps)
+
+    def future(self, t0_ns: int, pose: Pose2D, times_s: np.ndarray) -> np.ndarray | None:
+        """(P, 2) recorded positions at t0 + times_s in the frame of `pose`, or None."""
+        if len(self.stamps) < 2:
+            return None
+        query = t0_ns + np.round(np.asarray(times_s) * 1e9).astype(np.int64)  # (P,)
+        if t0_ns < self.stamps[0] or query[-1] > self.stamps[-1]:
+            return None
+        lo = np.searchsorted(self.stamps, t0_ns, side="right") - 1
+        hi = np.searchsorted(self.stamps, query[-1], side="left")
+        if np.any(np.diff(self.stamps[lo : hi + 1]) > self.max_gap_ns):
+            return None
+        rel = (query - self.stamps[0]).astype(np.float64)  # interpolate in float from the start
+        base = (self.stamps - self.stamps[0]).astype(np.float64)
+        x = np.interp(rel, base, self.xy[:, 0])
+        y = np.interp(rel, base, self.xy[:, 1])
+        return pose.inverse().transform_points(np.stack([x, y], axis=-1))

@@ -1,0 +1,58 @@
+"""The ROS-free runtime: frame ring buffers and window snapshots, ego history, one inference
+worker, the fixed-rate control loop with stitching and fallback, health and diagnostics.
+The live node and the replay drive the same `PlannerRuntime`."""
+
+from blockplan.runtime.clock import Clock, SystemClock, VirtualClock, default_stopwatch
+from blockplan.runtime.ego import EgoHistory, OdometryResult
+from blockplan.runtime.frames import (
+    CameraRingBuffer,
+    CameraState,
+    CameraStatus,
+    FrameWindow,
+    PushResult,
+    WindowSnapshot,
+)
+from blockplan.runtime.health import DiagnosticStatusData, Health
+from blockplan.runtime.limits import RuntimeLimits
+from blockplan.runtime.loop import PlannerRuntime
+from blockplan.runtime.output import TickOutput, choose_trajectory
+from blockplan.runtime.planner import ConstantVelocityPlanner, Planner
+from blockplan.runtime.plans import AcceptedPlan, InvalidPlanError, plan_trajectory
+from blockplan.runtime.worker import (
+    InferenceRequest,
+    InferenceResult,
+    InferenceWorker,
+    ThreadWorker,
+    VirtualWorker,
+)
+
+__all__ = [
+    "AcceptedPlan",
+    "CameraRingBuffer",
+    "CameraState",
+    "CameraStatus",
+    "Clock",
+    "ConstantVelocityPlanner",
+    "DiagnosticStatusData",
+    "EgoHistory",
+    "FrameWindow",
+    "Health",
+    "InferenceRequest",
+    "InferenceResult",
+    "InferenceWorker",
+    "InvalidPlanError",
+    "OdometryResult",
+    "Planner",
+    "PlannerRuntime",
+    "PushResult",
+    "RuntimeLimits",
+    "SystemClock",
+    "ThreadWorker",
+    "TickOutput",
+    "VirtualClock",
+    "VirtualWorker",
+    "WindowSnapshot",
+    "choose_trajectory",
+    "default_stopwatch",
+    "plan_trajectory",
+]

@@ -1,0 +1,99 @@
+"""The runtime's health as diagnostic statuses (one per concern), ROS-free.
+
+* `blockplan: control loop` — OK; WARN when the last tick published a fallback; ERROR when
+  the last planner call failed. Values: counters and latency percentiles.
+* `blockplan: camera <name>` — OK fresh; WARN stale; ERROR never seen. Value: frame age.
+* `blockplan: odometry` — OK fresh; WARN stale; ERROR none.
+* `blockplan: inputs` — WARN while any input has been rejected since the previous snapshot.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from blockplan.runtime.frames import CameraState
+from blockplan.runtime.health import ERROR, OK, WARN, DiagnosticStatusData
+
+if TYPE_CHECKING:
+    from blockplan.runtime.loop import PlannerRuntime
+
+_CAMERA_LEVELS = {CameraState.OK: OK, CameraState.STALE: WARN, CameraState.MISSING: ERROR}
+_INPUT_COUNTER_PREFIXES = ("invalid_", "odometry_", "unknown_", "out_of_order", "duplicate")
+_NOT_INPUTS = ("invalid_plans",)
+
+
+def diagnostic_statuses(
+    runtime: PlannerRuntime, num_invalid_reported: int
+) -> list[DiagnosticStatusData]:
+    """`num_invalid_reported`: `invalid_inputs` at the previous snapshot."""
+    counts = runtime.health.counts()
+    latency = runtime.health.latencies_ms()
+    last = runtime.last_output
+    statuses = []
+
+    level, message = OK, "publishing plans"
+    if last is None:
+        level, message = WARN, "no tick yet"
+    elif last.is_fallback:
+        level, message = WARN, f"fallback: {last.reason}"
+    if last is not None and any(e.startswith("planner error") for e in last.events):
+        level, message = ERROR, runtime.last_problem.get("planner", "planner error")
+    values = {
+        name: counts[name]
+        for name in (
+            "ticks",
+            "plans",
+            "fallbacks",
+            "deadline_misses",
+            "inference_overruns",
+            "planner_errors",
+            "invalid_plans",
+            "time_jumps",
+        )
+    }
+    for which in ("inference", "tick", "plan_age"):
+        for stat in ("p50", "p99"):
+            value = latency[which][stat]
+            values[f"{which}_{stat}_ms"] = "n/a" if value is None else value
+    statuses.append(DiagnosticStatusData("blockplan: control loop", level, message, values=values))
+
+    if last is not None:
+        for cam in last.snapshot.cameras:
+            age = "n/a" if cam.age_s is None else round(cam.age_s, 3)
+            statuses.append(
+                DiagnosticStatusData(
+                    f"blockplan: camera {cam.camera}",
+                    _CAMERA_LEVELS[cam.state],
+                    cam.state.value + (" (window padded)" if cam.is_padded else ""),
+                    hardware_id=cam.camera,
+                    values={"frame_age_s": age, "buffered": runtime.window.buffered(cam.camera)},
+                )
+            )
+
+    now = last.now_ns if last is not None else runtime.clock.now_ns()
+    age = runtime.ego.age_s(now)
+    if age is None:
+        level, message = ERROR, "no odometry"
+    elif age > runtime.limits.max_odometry_age_s:
+        level, message = WARN, f"odometry {age:.3f} s old"
+    else:
+        level, message = OK, "fresh"
+    statuses.append(
+        DiagnosticStatusData(
+            "blockplan: odometry",
+            level,
+            message,
+            values={"age_s": "n/a" if age is None else round(age, 3)},
+        )
+    )
+
+    inputs = {
+        k: v
+        for k, v in counts.items()
+        if k.startswith(_INPUT_COUNTER_PREFIXES) and k not in _NOT_INPUTS
+    }
+    inputs["invalid_inputs"] = counts["invalid_inputs"]
+    level = WARN if counts["invalid_inputs"] > num_invalid_reported else OK
+    message = "; ".join(f"{k}: {v}" for k, v in sorted(runtime.last_problem.items())) or "ok"
+    statuses.append(DiagnosticStatusData("blockplan: inputs", level, message, values=inputs))
+    return statuses

@@ -1,0 +1,90 @@
+"""Health counters and the diagnostics snapshot of the runtime.
+
+Counters only grow. `invalid_inputs` is the sum of every rejected input, each also counted
+under its own name (`invalid_image`, `odometry_nonfinite`, …). Latencies keep a bounded window
+of recent samples for p50 / p99.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# diagnostic_msgs/DiagnosticStatus levels
+OK, WARN, ERROR, STALE = 0, 1, 2, 3
+
+COUNTERS = (
+    "ticks",
+    "plans",
+    "fallbacks",
+    "deadline_misses",
+    "inference_overruns",
+    "planner_errors",
+    "invalid_plans",
+    "invalid_inputs",
+    "requests",
+    "degraded_requests",
+    "waits",
+    "padded_windows",
+    "time_jumps",
+    "discarded_results",
+)
+
+
+@dataclass(frozen=True)
+class DiagnosticStatusData:
+    """One diagnostic_msgs/DiagnosticStatus, ROS-free (bags.diagnostics_to_msg converts it)."""
+
+    name: str
+    level: int
+    message: str
+    hardware_id: str = "blockplan"
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def percentiles_ms(samples_ns: list[int] | deque) -> dict[str, float | None]:
+    if not samples_ns:
+        return {"p50": None, "p99": None, "max": None}
+    ms = np.asarray(samples_ns, dtype=np.float64) / 1e6
+    return {
+        "p50": round(float(np.percentile(ms, 50)), 3),
+        "p99": round(float(np.percentile(ms, 99)), 3),
+        "max": round(float(ms.max()), 3),
+    }
+
+
+class Health:
+    """Thread-safe counters and latency windows."""
+
+    def __init__(self, latency_window: int = 1000) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter(dict.fromkeys(COUNTERS, 0))
+        self._latency: dict[str, deque[int]] = {
+            name: deque(maxlen=latency_window) for name in ("inference", "tick", "plan_age")
+        }
+
+    def count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[name] += n
+
+    def count_invalid(self, kind: str) -> None:
+        """One rejected input of `kind` (also added to `invalid_inputs`)."""
+        with self._lock:
+            self._counts[kind] += 1
+            self._counts["invalid_inputs"] += 1
+
+    def record_latency(self, which: str, latency_ns: int) -> None:
+        with self._lock:
+            self._latency[which].append(int(latency_ns))
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def latencies_ms(self) -> dict[str, dict[str, float | None]]:
+        with self._lock:
+            return {name: percentiles_ms(list(s)) for name, s in self._latency.items()}

@@ -1,0 +1,46 @@
+"""Runtime limits that are not part of the planner configuration: plausibility bounds on
+inputs and bookkeeping sizes. Each default states why it is what it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RuntimeLimits:
+    # A stamp this far behind the newest one is a time jump (a looping bag, a restarted
+    # simulator), not late delivery: every buffer and plan is reset.
+    time_jump_s: float = 1.0
+    # Frames kept per camera and window frame: old frames are thinned so the buffer still
+    # spans the whole window at any camera rate.
+    frames_per_window_frame: int = 8
+    # Odometry: an acceleration implied by consecutive samples above this (~2.5 g) or a
+    # position that disagrees with the reported velocity by more than the tolerance is an
+    # outlier. After this many consecutive outliers the history restarts from the new data
+    # (the source relocalised).
+    max_plausible_accel: float = 25.0
+    position_tolerance_m: float = 1.0
+    max_consecutive_outliers: int = 5
+    # Acceleration is differenced over at least this span to keep odometry noise down.
+    accel_window_s: float = 0.2
+    # Odometry older than this is stale: the ego pose is extrapolated at most this far.
+    max_odometry_age_s: float = 0.5
+    # Ego history kept (s) and the number of latency samples behind the p50/p99.
+    ego_history_s: float = 10.0
+    latency_window: int = 1000
+
+    def __post_init__(self) -> None:
+        for name in (
+            "time_jump_s",
+            "max_plausible_accel",
+            "position_tolerance_m",
+            "accel_window_s",
+            "max_odometry_age_s",
+            "ego_history_s",
+        ):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"RuntimeLimits.{name}={value!r}: must be > 0")
+        for name in ("frames_per_window_frame", "max_consecutive_outliers", "latency_window"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"RuntimeLimits.{name}={getattr(self, name)!r}: must be >= 1")

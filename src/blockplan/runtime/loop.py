@@ -1,0 +1,297 @@
+"""The fixed-rate control loop (DESIGN.md §5), ROS-free.
+
+Inputs arrive through `on_frame`, `on_odometry`, `on_route_command` and `on_invalid_input`
+(from subscription callbacks live, from the bag in replay). A timer calls `tick()` at
+`control.rate_hz`; every tick publishes, whatever inference costs:
+
+1. snapshot the frame window and the ego history at now;
+2. collect finished plans; if the worker is idle and the window is usable under the stale
+   camera policy (wait / degrade / fallback), hand it a new observation;
+3. publish the newest valid plan stitched to now and the current ego state, or the fallback
+   when there is none younger than `max_plan_age_s` (or the policy demands it).
+
+A stamp or clock far behind the newest one is a time jump: buffers, plans and the held
+fallback plan are reset and in-flight results from before the jump are discarded.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+
+from blockplan.config import PlannerConfig
+from blockplan.runtime.clock import Clock, Stopwatch, default_stopwatch
+from blockplan.runtime.diagnostics import diagnostic_statuses
+from blockplan.runtime.ego import EgoHistory, OdometryResult
+from blockplan.runtime.frames import FrameWindow, PushResult, WindowSnapshot
+from blockplan.runtime.health import DiagnosticStatusData, Health
+from blockplan.runtime.limits import RuntimeLimits
+from blockplan.runtime.output import TickOutput, choose_trajectory
+from blockplan.runtime.planner import Planner
+from blockplan.runtime.plans import AcceptedPlan, plan_trajectory
+from blockplan.runtime.worker import (
+    InferenceRequest,
+    InferenceResult,
+    InferenceWorker,
+    ThreadWorker,
+    VirtualWorker,
+)
+from blockplan.trajectory import Fallback, Pose2D
+from blockplan.types import CameraFrame, EgoState, Observation, seconds_to_ns
+
+log = logging.getLogger(__name__)
+
+
+class PlannerRuntime:
+    """Buffers, worker, stitching, fallback and health behind one object."""
+
+    def __init__(
+        self,
+        config: PlannerConfig,
+        planner: Planner,
+        clock: Clock,
+        timing: str | None = None,
+        limits: RuntimeLimits | None = None,
+        stopwatch: Stopwatch = default_stopwatch,
+    ) -> None:
+        """timing: None runs the planner on a worker thread (live); "ideal" / "measured" run
+        it on a `VirtualWorker` (replay on a virtual clock, DESIGN.md §5)."""
+        self.config = config
+        postprocess = functools.partial(
+            plan_trajectory, output=config.trajectory, gates=config.gates
+        )
+        self.worker: InferenceWorker
+        if timing is None:
+            self.worker = ThreadWorker(planner, clock, postprocess, stopwatch)
+        else:
+            self.worker = VirtualWorker(planner, timing, postprocess, stopwatch)
+        self.clock = clock
+        self.limits = limits or RuntimeLimits()
+        self.stopwatch = stopwatch
+        self.health = Health(self.limits.latency_window)
+        fw = config.frame_window
+        self.window = FrameWindow(
+            config.camera_names, fw, self.limits.time_jump_s, self.limits.frames_per_window_frame
+        )
+        self.ego = EgoHistory(self.limits)
+        self.fallback = Fallback(config.fallback, config.trajectory, config.gates)
+        self.period_ns = seconds_to_ns(1.0 / config.control.rate_hz)
+        self.route_command = "lane_follow"
+        self.epoch = 0
+        self.newest: AcceptedPlan | None = None
+        self.last_output: TickOutput | None = None
+        self.last_problem: dict[str, str] = {}
+        self._last_tick_ns: int | None = None
+        self._events: list[str] = []
+        self._num_invalid_reported = 0
+        # tick() and reset() may run on different executor threads in the live node.
+        self._lock = threading.RLock()
+
+    # ---------------------------------------------------------------- inputs (any thread)
+
+    def on_frame(self, frame: CameraFrame) -> PushResult | None:
+        if frame.camera not in self.window.cameras:
+            self.on_invalid_input("unknown_camera", f"frame from camera {frame.camera!r}")
+            return None
+        result = self.window.push(frame)
+        if result == PushResult.TIME_JUMP:
+            self.reset(f"camera {frame.camera} stamp jumped back to {frame.stamp_ns} ns")
+            result = self.window.push(frame)
+        elif result != PushResult.ACCEPTED:
+            self.health.count(f"{result.value}_frames")
+        return result
+
+    def on_odometry(self, ego: EgoState) -> OdometryResult:
+        result = self.ego.push(ego)
+        if result == OdometryResult.TIME_JUMP:
+            self.reset(f"odometry stamp jumped back to {ego.stamp_ns} ns")
+            result = self.ego.push(ego)
+        if result in (OdometryResult.NONFINITE, OdometryResult.OUTLIER):
+            self.on_invalid_input(f"odometry_{result.value}", f"odometry at {ego.stamp_ns} ns")
+        elif result == OdometryResult.OUT_OF_ORDER:
+            self.health.count("out_of_order_odometry")
+        elif result == OdometryResult.RESTARTED:
+            self.health.count("odometry_restarts")
+        return result
+
+    def on_route_command(self, command: str) -> None:
+        self.route_command = command
+
+    def on_invalid_input(self, kind: str, detail: str) -> None:
+        """An input the adapter could not use (undecodable image, corrupt message…)."""
+        self.health.count_invalid(kind)
+        # The first of each kind is a warning; repeats (a broken camera at 30 Hz) go to debug.
+        level = logging.DEBUG if kind in self.last_problem else logging.WARNING
+        self.last_problem[kind] = detail
+        log.log(level, "invalid input (%s): %s", kind, detail)
+
+    def reset(self, reason: str) -> None:
+        """Forget everything tied to the old timeline (time jump)."""
+        with self._lock:
+            self._reset(reason)
+
+    def _reset(self, reason: str) -> None:
+        self.window.clear()
+        self.ego.clear()
+        self.fallback.reset()
+        self.newest = None
+        self.epoch += 1
+        self._last_tick_ns = None
+        self.health.count("time_jumps")
+        self._events.append(f"time jump: {reason}")
+        log.warning("time jump, runtime reset: %s", reason)
+
+    # ---------------------------------------------------------------- the tick
+
+    def tick(self) -> TickOutput:
+        """One control period: snapshot, request, publish (see the module docstring)."""
+        with self._lock:
+            return self._tick()
+
+    def _tick(self) -> TickOutput:
+        start = self.stopwatch()
+        now = self.clock.now_ns()
+        if self._last_tick_ns is not None:
+            if now < self._last_tick_ns - seconds_to_ns(self.limits.time_jump_s):
+                self._reset(f"clock jumped back from {self._last_tick_ns} to {now} ns")
+            elif now - self._last_tick_ns > self.period_ns * 3 // 2:
+                self.health.count("deadline_misses")  # the timer itself fired late
+        self.health.count("ticks")
+        snapshot = self.window.snapshot(now)
+        new_plans = self._collect(now)
+        is_requested, forced_reason, inference_ns = self._maybe_request(now, snapshot)
+        if is_requested:
+            new_plans += self._collect(now)
+        ego_now = self.ego.state_at(now)
+        choice = choose_trajectory(
+            now, self.newest, self.fallback, ego_now, self.config, forced_reason
+        )
+        if choice.is_fallback:
+            self.health.count("fallbacks")
+        elif choice.source is not None:
+            self.health.record_latency("plan_age", max(0, now - choice.source.stamp_ns))
+        tick_ns = self.stopwatch() - start - inference_ns
+        if tick_ns > self.period_ns:
+            self.health.count("deadline_misses")
+        self.health.record_latency("tick", tick_ns)
+        self._last_tick_ns = now
+        events, self._events = tuple(self._events), []
+        output = TickOutput(
+            now_ns=now,
+            trajectory=choice.trajectory,
+            is_fallback=choice.is_fallback,
+            reason=choice.reason,
+            source=choice.source,
+            new_plans=tuple(new_plans),
+            snapshot=snapshot,
+            ego=ego_now,
+            is_requested=is_requested,
+            tick_ns=tick_ns,
+            events=events,
+        )
+        self.last_output = output
+        return output
+
+    def _collect(self, now: int) -> list[AcceptedPlan]:
+        accepted = []
+        for result in self.worker.poll(now):
+            plan = self._accept(result)
+            if plan is not None:
+                accepted.append(plan)
+        return accepted
+
+    def _accept(self, result: InferenceResult) -> AcceptedPlan | None:
+        if result.request.epoch != self.epoch:
+            self.health.count("discarded_results")
+            return None
+        self.health.record_latency("inference", result.latency_ns)
+        if result.latency_ns > self.period_ns:
+            self.health.count("inference_overruns")
+        if result.error_kind == "invalid_plan":
+            self.health.count("invalid_plans")
+            self.last_problem["plan"] = str(result.error)
+            self._events.append(f"invalid plan: {result.error}")
+            return None
+        if result.plan is None or result.processed is None:
+            self.health.count("planner_errors")
+            self.last_problem["planner"] = result.error or "no plan"
+            self._events.append(f"planner error: {result.error}")
+            return None
+        processed = result.processed
+        if self.newest is not None and result.plan.stamp_ns <= self.newest.stamp_ns:
+            self.health.count("discarded_results")  # an older observation finished later
+            return None
+        pose = Pose2D.from_ego_state(result.request.observation.ego_history[-1])
+        accepted = AcceptedPlan(
+            plan=result.plan,
+            trajectory=processed.trajectory,
+            rollouts=processed.rollouts,
+            spread=processed.spread,
+            pose=pose,
+            latency_ns=result.latency_ns,
+            ready_ns=result.ready_ns,
+            is_degraded=result.request.is_degraded,
+        )
+        self.newest = accepted
+        self.fallback.remember(processed.trajectory, pose)
+        self.health.count("plans")
+        return accepted
+
+    def _maybe_request(self, now: int, snapshot: WindowSnapshot) -> tuple[bool, str | None, int]:
+        """(requested?, reason to force a fallback or None, synchronous inference time)."""
+        policy = self.config.frame_window.stale_camera_policy
+        latest = self.ego.latest
+        if latest is None:
+            return False, None, 0
+        if now - latest.stamp_ns > seconds_to_ns(self.limits.max_odometry_age_s):
+            return False, None, 0
+        if snapshot.stamp_ns is None:
+            return False, None, 0
+        is_degraded = False
+        if not snapshot.is_complete:
+            bad = ", ".join(snapshot.bad_cameras)
+            if policy == "fallback":
+                return False, f"cameras stale or missing: {bad} (policy fallback)", 0
+            if policy == "wait":
+                self.health.count("waits")
+                return False, None, 0
+            is_degraded = True
+        if not self.worker.is_idle:
+            return False, None, 0
+        frames = snapshot.degrade_frames() if is_degraded else snapshot.complete_frames()
+        fw = self.config.frame_window
+        history = self.ego.history(
+            snapshot.stamp_ns, fw.num_frames, seconds_to_ns(fw.frame_period_s)
+        )
+        observation = Observation(snapshot.stamp_ns, frames, history, self.route_command)
+        self.health.count("requests")
+        if is_degraded:
+            self.health.count("degraded_requests")
+        if snapshot.is_padded:
+            self.health.count("padded_windows")
+        start = self.stopwatch()
+        self.worker.submit(InferenceRequest(observation, now, self.epoch, is_degraded))
+        return True, None, self.stopwatch() - start
+
+    # ---------------------------------------------------------------- reporting
+
+    def diagnostics(self) -> list[DiagnosticStatusData]:
+        """The diagnostics snapshot; `blockplan: inputs` warns about rejections since the
+        previous call."""
+        statuses = diagnostic_statuses(self, self._num_invalid_reported)
+        self._num_invalid_reported = self.health.counts()["invalid_inputs"]
+        return statuses
+
+    def metrics(self) -> dict:
+        counts = self.health.counts()
+        latencies = self.health.latencies_ms()
+        return {
+            **counts,
+            "latency_ms": latencies["inference"],
+            "tick_ms": latencies["tick"],
+            "plan_age_ms": latencies["plan_age"],
+        }
+
+    def close(self) -> None:
+        self.worker.close()

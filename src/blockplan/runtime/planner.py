@@ -1,0 +1,50 @@
+"""The planner contract the runtime drives, and a real baseline that honours it."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from blockplan.trajectory import KinematicState, constant_velocity_waypoints
+from blockplan.types import (
+    CRITICAL_OBJECT_KEYS,
+    DrivingAnswer,
+    Lateral,
+    Longitudinal,
+    Observation,
+    Plan,
+)
+
+
+class Planner(Protocol):
+    """Anything that turns an observation into a plan (blockplan.engine.Planner does)."""
+
+    def plan(self, observation: Observation) -> Plan: ...
+
+
+class ConstantVelocityPlanner:
+    """The constant-velocity baseline (ALGORITHMS.md §9): keep the ego's current velocity
+    vector for 5 s. It ignores the images; it is the bar a learned planner must beat."""
+
+    def plan(self, observation: Observation) -> Plan:
+        if not observation.ego_history:
+            raise ValueError("ConstantVelocityPlanner: the observation has no ego state")
+        state = KinematicState.from_ego_state(observation.ego_history[-1])
+        waypoints = constant_velocity_waypoints(state)  # (5, 2)
+        answer = DrivingAnswer(
+            critical_objects=dict.fromkeys(CRITICAL_OBJECT_KEYS, False),
+            explanation=f"constant velocity baseline at {state.v:.2f} m/s",
+            longitudinal=Longitudinal.KEEP if state.v > 0 else Longitudinal.STOP,
+            lateral=Lateral.LANE_FOLLOW,
+            waypoints=waypoints,
+        )
+        return Plan(stamp_ns=observation.stamp_ns, answer=answer, rollouts=waypoints[None])
+
+
+def plan_rollouts(plan: Plan) -> np.ndarray:
+    """(N, 5, 2) rollouts of a plan (its answer's waypoints when it has none)."""
+    rollouts = np.asarray(plan.rollouts, dtype=np.float64)
+    if rollouts.size == 0:
+        return np.asarray(plan.answer.waypoints, dtype=np.float64)[None]
+    return rollouts

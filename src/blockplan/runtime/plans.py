@@ -1,0 +1,65 @@
+"""From a finished plan to something publishable: JMT-upsampled rollouts, their average, the
+validity gates, and the record the control loop keeps of an accepted plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from blockplan.config import GateConfig, TrajectoryOutputConfig
+from blockplan.runtime.planner import plan_rollouts
+from blockplan.trajectory import Pose2D, average_rollouts, check_gates, upsample
+from blockplan.types import Plan, Trajectory
+
+
+class InvalidPlanError(ValueError):
+    """A plan that cannot be published: non-finite waypoints or failed validity gates."""
+
+
+@dataclass(frozen=True)
+class AcceptedPlan:
+    """A plan that passed the gates. trajectory: the rollout average in the ego frame at t0
+    (= plan.stamp_ns); rollouts: (N, P, 2) upsampled rollout positions; spread: (P,) RMS
+    distance of the rollouts from the mean; pose: the odometry pose of the ego at t0."""
+
+    plan: Plan
+    trajectory: Trajectory
+    rollouts: np.ndarray
+    spread: np.ndarray
+    pose: Pose2D
+    latency_ns: int
+    ready_ns: int
+    is_degraded: bool = False
+
+    @property
+    def stamp_ns(self) -> int:
+        return self.plan.stamp_ns
+
+
+@dataclass(frozen=True)
+class ProcessedPlan:
+    trajectory: Trajectory
+    rollouts: np.ndarray  # (N, P, 2)
+    spread: np.ndarray  # (P,)
+
+
+def plan_trajectory(plan: Plan, output: TrajectoryOutputConfig, gates: GateConfig) -> ProcessedPlan:
+    """The trajectory, rollouts (N, P, 2) and spread (P,) of `plan`: each rollout JMT-upsampled by
+    the evaluation protocol and averaged (unless the planner already gave a trajectory), then
+    gated. Raises InvalidPlanError naming the problem."""
+    waypoints = plan_rollouts(plan)  # (N, 5, 2)
+    try:
+        upsampled = [
+            upsample(w, dt=output.dt, horizon_s=output.horizon_s, stamp_ns=plan.stamp_ns)
+            for w in waypoints
+        ]
+    except ValueError as e:
+        raise InvalidPlanError(f"plan at {plan.stamp_ns} ns: {e}") from e
+    average = average_rollouts(upsampled)
+    trajectory = plan.trajectory if plan.trajectory is not None else average.mean
+    report = check_gates(trajectory, gates)
+    if not report.ok:
+        raise InvalidPlanError(f"plan at {plan.stamp_ns} ns fails the gates: {report.summary()}")
+    rollouts = np.stack([t.xy for t in average.rollouts])  # (N, P, 2)
+    return ProcessedPlan(trajectory, rollouts, average.spread)

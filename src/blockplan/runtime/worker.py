@@ -1,0 +1,219 @@
+"""One inference worker: requests go in while it is idle, finished plans come out.
+
+* `ThreadWorker` (live): the planner runs on a thread; a plan is ready when it finishes.
+* `VirtualWorker` (replay, tests): the planner runs at submit time and its latency is
+  measured; the plan becomes available at the request time (`ideal`, model quality) or one
+  measured latency later on the virtual clock (`measured`, the effect of latency). While a
+  plan is pending the worker is busy, as a single real worker would be.
+
+The worker also runs the plan's post-processing (`postprocess`: upsampling, rollout
+averaging, gates), so its measured latency is the full time until a plan is usable. A planner
+exception or a rejected plan becomes an error result (counted and reported by the loop),
+never a crash of the control loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from blockplan.runtime.clock import Clock, Stopwatch, default_stopwatch
+from blockplan.runtime.planner import Planner
+from blockplan.runtime.plans import InvalidPlanError
+from blockplan.types import Observation, Plan
+
+# Turns a finished plan into what the loop publishes; raises InvalidPlanError to reject it.
+Postprocess = Callable[[Plan], Any]
+
+
+def _no_postprocess(plan: Plan) -> None:
+    return None
+
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class InferenceRequest:
+    observation: Observation
+    requested_ns: int  # clock time of the tick that asked
+    epoch: int  # the runtime's time epoch (bumped on every time jump)
+    is_degraded: bool = False
+
+
+@dataclass(frozen=True)
+class InferenceResult:
+    """plan: the planner's answer (None when it raised); processed: `postprocess(plan)` (None
+    when the plan was rejected); error_kind: None, "planner" or "invalid_plan"."""
+
+    request: InferenceRequest
+    plan: Plan | None
+    processed: Any
+    error_kind: str | None
+    error: str | None
+    latency_ns: int  # measured compute time of the planner call and post-processing
+    ready_ns: int  # clock time from which the plan may be used
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    plan: Plan | None
+    processed: Any
+    error_kind: str | None
+    error: str | None
+    latency_ns: int
+
+
+def _run(
+    planner: Planner, postprocess: Postprocess, request: InferenceRequest, stopwatch: Stopwatch
+) -> _Outcome:
+    start = stopwatch()
+    plan = processed = error_kind = error = None
+    try:
+        plan = planner.plan(request.observation)
+        processed = postprocess(plan)
+    except InvalidPlanError as e:
+        error_kind, error = "invalid_plan", str(e)
+    except Exception as e:  # the loop must keep its rate: report, count, fall back
+        log.exception("planner failed on the observation at %d ns", request.observation.stamp_ns)
+        plan, error_kind, error = None, "planner", f"{type(e).__name__}: {e}"
+    return _Outcome(plan, processed, error_kind, error, stopwatch() - start)
+
+
+def _result(request: InferenceRequest, outcome: _Outcome, ready_ns: int) -> InferenceResult:
+    return InferenceResult(
+        request,
+        outcome.plan,
+        outcome.processed,
+        outcome.error_kind,
+        outcome.error,
+        outcome.latency_ns,
+        ready_ns,
+    )
+
+
+class InferenceWorker(Protocol):
+    @property
+    def is_idle(self) -> bool: ...
+
+    def submit(self, request: InferenceRequest) -> None: ...
+
+    def poll(self, now_ns: int) -> list[InferenceResult]: ...
+
+    def close(self) -> None: ...
+
+
+class VirtualWorker:
+    """Deterministic timing on a virtual clock (see the module docstring)."""
+
+    def __init__(
+        self,
+        planner: Planner,
+        timing: str = "ideal",
+        postprocess: Postprocess = _no_postprocess,
+        stopwatch: Stopwatch = default_stopwatch,
+    ) -> None:
+        if timing not in ("ideal", "measured"):
+            raise ValueError(f"VirtualWorker: timing={timing!r} must be 'ideal' or 'measured'")
+        self.planner = planner
+        self.postprocess = postprocess
+        self.timing = timing
+        self.stopwatch = stopwatch
+        self._pending: InferenceResult | None = None
+
+    @property
+    def is_idle(self) -> bool:
+        return self._pending is None
+
+    def submit(self, request: InferenceRequest) -> None:
+        if self._pending is not None:
+            raise RuntimeError("VirtualWorker.submit while busy")
+        outcome = _run(self.planner, self.postprocess, request, self.stopwatch)
+        delay = outcome.latency_ns if self.timing == "measured" else 0
+        self._pending = _result(request, outcome, request.requested_ns + delay)
+
+    def poll(self, now_ns: int) -> list[InferenceResult]:
+        pending = self._pending
+        if pending is None:
+            return []
+        if now_ns < pending.request.requested_ns:  # the clock jumped back: drop it
+            self._pending = None
+            return [pending]
+        if now_ns >= pending.ready_ns:
+            self._pending = None
+            return [pending]
+        return []
+
+    def close(self) -> None:
+        self._pending = None
+
+
+class ThreadWorker:
+    """The planner on one background thread (live node)."""
+
+    def __init__(
+        self,
+        planner: Planner,
+        clock: Clock,
+        postprocess: Postprocess = _no_postprocess,
+        stopwatch: Stopwatch = default_stopwatch,
+    ) -> None:
+        self.planner = planner
+        self.postprocess = postprocess
+        self.clock = clock
+        self.stopwatch = stopwatch
+        self._cond = threading.Condition()
+        self._request: InferenceRequest | None = None
+        self._busy = False
+        self._done: list[InferenceResult] = []
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="blockplan-inference", daemon=True)
+        self._thread.start()
+
+    @property
+    def is_idle(self) -> bool:
+        with self._cond:
+            return not self._busy and not self._closed
+
+    def submit(self, request: InferenceRequest) -> None:
+        with self._cond:
+            if self._busy:
+                raise RuntimeError("ThreadWorker.submit while busy")
+            if self._closed:
+                raise RuntimeError("ThreadWorker.submit after close")
+            self._request, self._busy = request, True
+            self._cond.notify()
+
+    def poll(self, now_ns: int) -> list[InferenceResult]:
+        with self._cond:
+            done, self._done = self._done, []
+        return done
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Block until the current request is finished (tests, shutdown)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._busy, timeout=timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._request is not None or self._closed)
+                if self._closed:
+                    return
+                request, self._request = self._request, None
+            assert request is not None
+            outcome = _run(self.planner, self.postprocess, request, self.stopwatch)
+            result = _result(request, outcome, self.clock.now_ns())
+            with self._cond:
+                self._done.append(result)
+                self._busy = False
+                self._cond.notify_all()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=timeout_s)

@@ -1,0 +1,48 @@
+"""Trajectory maths (numpy/scipy, no torch): JMT upsampling, rollout averaging, stitching,
+validity gates, fallback and displacement metrics (ALGORITHMS.md §5, §9).
+
+All trajectories are `blockplan.types.Trajectory` in the ego frame at their stamp.
+"""
+
+from blockplan.trajectory import metrics
+from blockplan.trajectory.curve import StateCurve
+from blockplan.trajectory.fallback import Fallback, FallbackResult
+from blockplan.trajectory.frames import MIN_SPEED_FOR_HEADING, KinematicState, Pose2D
+from blockplan.trajectory.gates import GateReport, GateViolation, check_gates
+from blockplan.trajectory.jmt import evaluate_quintic, quintic_coefficients
+from blockplan.trajectory.kinematics import (
+    curve_from_trajectory,
+    sample_times,
+    states_from_trajectory,
+    trajectory_from_states,
+)
+from blockplan.trajectory.rollouts import RolloutAverage, average_rollouts
+from blockplan.trajectory.stitch import stitch
+from blockplan.trajectory.stop import stop_trajectory
+from blockplan.trajectory.upsample import constant_velocity_waypoints, knot_states, upsample
+
+__all__ = [
+    "MIN_SPEED_FOR_HEADING",
+    "Fallback",
+    "FallbackResult",
+    "GateReport",
+    "GateViolation",
+    "KinematicState",
+    "Pose2D",
+    "RolloutAverage",
+    "StateCurve",
+    "average_rollouts",
+    "check_gates",
+    "constant_velocity_waypoints",
+    "curve_from_trajectory",
+    "evaluate_quintic",
+    "knot_states",
+    "metrics",
+    "quintic_coefficients",
+    "sample_times",
+    "states_from_trajectory",
+    "stitch",
+    "stop_trajectory",
+    "trajectory_from_states",
+    "upsample",
+]

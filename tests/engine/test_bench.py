@@ -1,0 +1,43 @@
+"""`blockplan bench` writes the report the issue fixes, on a tiny random model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from blockplan.cli import main
+
+STRATEGY_KEYS = {
+    "forwards_per_plan",
+    "tokens_per_plan",
+    "latency_ms",
+    "tokens_per_s",
+    "valid_fraction",
+}
+
+
+@pytest.mark.slow
+def test_bench_report_keys(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    out = tmp_path / "bench.json"
+    argv = ["bench", "--random-init", "test", "--iters", "1", "--warmup", "0", "--rollouts", "2"]
+    argv += ["--strategies", "ar,scaffold_spec,section_diffusion,rollouts", "--threads", "1"]
+    assert main([*argv, "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert json.loads(capsys.readouterr().out) == report
+    assert report["model"]["params"] > 0 and report["model"]["source"] == "random-init test"
+    assert set(report["strategies"]) == {"ar", "scaffold_spec", "section_diffusion", "rollouts"}
+    for entry in [*report["strategies"].values(), report["hf_generate"]]:
+        assert set(entry) == STRATEGY_KEYS
+        assert set(entry["latency_ms"]) == {"p50", "p90", "p99"}
+    for name in ("ar", "scaffold_spec", "section_diffusion", "rollouts"):
+        assert report["strategies"][name]["valid_fraction"] == 1.0
+    assert report["scaffold_spec_identical_to_ar_fraction"] == 1.0
+    assert report["scaffold_spec_tokens_per_step"] >= 1.0
+    assert report["rollouts"]["n"] == 2 and report["rollouts"]["latency_ratio_vs_n1"] > 0
+
+
+def test_bench_rejects_unknown_strategy(capsys):
+    assert main(["bench", "--random-init", "test", "--strategies", "beam"]) == 2
+    assert "beam" in capsys.readouterr().err

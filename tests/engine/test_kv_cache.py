@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from blockplan.engine.kv_cache import KVCache, KVCacheFullError
+
+
+def _write(cache, n, value):
+    B = cache.batch_size
+    cache.write_positions(torch.arange(cache.length, cache.length + n).expand(B, n))
+    k = torch.full((B, 2, n, 4), float(value))
+    return cache.write(0, k, k + 1)
+
+
+def test_commit_truncate_fork_reset():
+    cache = KVCache(num_layers=1, num_kv_heads=2, head_dim=4, max_len=10, max_batch=3)
+    buffer = cache.kv.data_ptr()
+    k, v = _write(cache, 4, 1.0)
+    assert k.shape == (1, 2, 4, 4) and cache.length == 0
+    cache.commit(3)
+    assert cache.length == 3
+    with pytest.raises(ValueError):
+        cache.commit(1)  # nothing pending any more
+    k, _ = _write(cache, 2, 2.0)  # overwrites slot 3 (not committed)
+    assert k.shape[2] == 5 and (k[0, :, 3:] == 2.0).all() and (k[0, :, :3] == 1.0).all()
+    cache.commit(2)
+    cache.truncate(4)
+    assert cache.length == 4
+    cache.fork(3)
+    assert cache.batch_size == 3
+    assert torch.equal(cache.kv[:, :, 2, :, :4], cache.kv[:, :, 0, :, :4])
+    assert torch.equal(cache.positions[2, :4], torch.arange(4))
+    k, _ = _write(cache, 1, 5.0)
+    assert k.shape == (3, 2, 5, 4)
+    cache.reset()
+    assert (cache.length, cache.batch_size) == (0, 1)
+    assert cache.kv.data_ptr() == buffer  # nothing reallocated
+
+
+def test_errors_name_the_problem():
+    cache = KVCache(num_layers=1, num_kv_heads=1, head_dim=2, max_len=4, max_batch=2)
+    with pytest.raises(KVCacheFullError):
+        cache.write_positions(torch.arange(5)[None])
+    with pytest.raises(ValueError, match="fork"):
+        cache.fork(3)
+    with pytest.raises(ValueError, match="truncate"):
+        cache.truncate(1)
+    with pytest.raises(ValueError, match="batch"):
+        cache.write_positions(torch.zeros(2, 1, dtype=torch.long))

@@ -1,0 +1,245 @@
+"""The control loop on a virtual clock with the constant-velocity planner."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+import pytest
+
+from blockplan.config import FrameWindowConfig, PlannerConfig
+from blockplan.runtime import (
+    ConstantVelocityPlanner,
+    PlannerRuntime,
+    SystemClock,
+    VirtualClock,
+)
+from blockplan.types import CameraFrame, EgoState, Observation, Plan
+
+MS = 1_000_000
+SPEED = 5.0
+
+
+class Drive:
+    """A car driving straight at SPEED, cameras and odometry at 10 Hz, one tick per sample."""
+
+    def __init__(self, runtime: PlannerRuntime, clock: VirtualClock, start_ns: int = 10**9):
+        self.runtime, self.clock, self.t = runtime, clock, start_ns
+        self.x = 0.0
+        self.cameras = list(runtime.config.camera_names)
+
+    def step(self, cameras: list[str] | None = None, odometry: bool = True):
+        self.t += 100 * MS
+        self.x += SPEED * 0.1
+        self.clock.set(self.t)
+        for cam in self.cameras if cameras is None else cameras:
+            self.runtime.on_frame(CameraFrame(cam, self.t, np.zeros((4, 4, 3), np.uint8)))
+        if odometry:
+            self.runtime.on_odometry(EgoState(self.t, self.x, 0.0, 0.0, SPEED))
+        return self.runtime.tick()
+
+    def run(self, n: int, **kw):
+        return [self.step(**kw) for _ in range(n)]
+
+
+def _runtime(timing: str = "ideal", planner=None, policy: str = "degrade", **control):
+    config = PlannerConfig(
+        frame_window=FrameWindowConfig(stale_camera_policy=policy),
+        control=dataclasses.replace(PlannerConfig().control, **control),
+    )
+    clock = VirtualClock(10**9)
+    runtime = PlannerRuntime(config, planner or ConstantVelocityPlanner(), clock, timing)
+    return runtime, Drive(runtime, clock)
+
+
+def test_ideal_timing_publishes_a_fresh_plan_every_tick() -> None:
+    runtime, drive = _runtime("ideal")
+    outputs = drive.run(20)
+    assert all(not o.is_fallback for o in outputs)
+    assert all(len(o.new_plans) == 1 for o in outputs)
+    last = outputs[-1]
+    assert last.trajectory.stamp_ns == drive.t
+    np.testing.assert_allclose(last.trajectory.x, SPEED * last.trajectory.t, atol=1e-9)
+    np.testing.assert_allclose(last.trajectory.y, 0.0, atol=1e-9)
+    metrics = runtime.metrics()
+    assert metrics["ticks"] == 20 and metrics["plans"] == 20 and metrics["fallbacks"] == 0
+    assert metrics["plan_age_ms"]["p50"] == 0.0
+    assert metrics["latency_ms"]["p50"] > 0
+
+
+def test_measured_timing_delays_plans_by_their_latency() -> None:
+    class Stopwatch:
+        """A test stopwatch: time passes only inside the planner."""
+
+        ns = 0
+
+        def __call__(self) -> int:
+            return self.ns
+
+    stopwatch = Stopwatch()
+
+    class SlowPlanner(ConstantVelocityPlanner):
+        def plan(self, observation: Observation) -> Plan:
+            stopwatch.ns += 250 * MS  # each call costs 250 ms of compute
+            return super().plan(observation)
+
+    config = PlannerConfig()
+    clock = VirtualClock(10**9)
+    runtime = PlannerRuntime(config, SlowPlanner(), clock, "measured", stopwatch=stopwatch)
+    drive = Drive(runtime, clock)
+    outputs = drive.run(12)
+    # The first plan is requested at tick 0 and ready 250 ms later: ticks 0-2 fall back.
+    assert [o.is_fallback for o in outputs[:4]] == [True, True, True, False]
+    # One worker: a new request only every 3 ticks, so about a third of the ticks get a plan.
+    assert runtime.metrics()["requests"] == 4
+    assert runtime.metrics()["inference_overruns"] == runtime.metrics()["plans"]
+    ages = [o.now_ns - o.source.stamp_ns for o in outputs[3:]]
+    assert min(ages) == 300 * MS and max(ages) == 500 * MS
+    assert runtime.metrics()["latency_ms"]["p50"] == 250.0
+    assert runtime.metrics()["deadline_misses"] == 0  # inference runs off the tick
+    # The published trajectory is stitched to now: still x = v·t in the current ego frame.
+    np.testing.assert_allclose(outputs[-1].trajectory.x, SPEED * outputs[-1].trajectory.t)
+
+
+@pytest.mark.parametrize("policy", ["wait", "degrade", "fallback"])
+def test_stale_camera_policies(policy: str) -> None:
+    runtime, drive = _runtime("ideal", policy=policy, max_plan_age_s=0.5)
+    drive.run(5)
+    live = drive.cameras[:-1]
+    outputs = drive.run(10, cameras=live)  # the rear camera goes silent
+    silent = outputs[4:]  # after max_frame_age (0.3 s) the camera is stale
+    metrics = runtime.metrics()
+    if policy == "degrade":
+        assert all(not o.is_fallback for o in silent)
+        assert all(p.is_degraded for o in silent for p in o.new_plans)
+        assert metrics["degraded_requests"] >= len(silent)
+    elif policy == "wait":
+        assert all(not o.new_plans for o in silent)
+        assert metrics["waits"] >= len(silent)
+        # the last plan is published until it is older than max_plan_age_s, then the fallback
+        assert not silent[0].is_fallback and silent[-1].is_fallback
+    else:
+        assert all(o.is_fallback and "policy fallback" in o.reason for o in silent)
+    assert runtime.diagnostics()[-2].name == "blockplan: odometry"
+    camera_status = {s.name: s for s in runtime.diagnostics()}
+    assert camera_status["blockplan: camera rear"].level == 1  # WARN: stale
+    recovered = drive.run(3)
+    assert not recovered[-1].is_fallback
+
+
+def test_no_odometry_means_fallback_stop() -> None:
+    runtime, drive = _runtime("ideal")
+    outputs = drive.run(3, odometry=False)
+    assert all(o.is_fallback for o in outputs)
+    assert "stop" in outputs[-1].reason
+    np.testing.assert_allclose(outputs[-1].trajectory.speed, 0.0)
+    diag = {s.name: s for s in runtime.diagnostics()}
+    assert diag["blockplan: odometry"].level == 2
+
+
+def test_planner_errors_are_counted_and_answered_with_the_fallback() -> None:
+    class FlakyPlanner(ConstantVelocityPlanner):
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def plan(self, observation: Observation) -> Plan:
+            self.calls += 1
+            if self.calls > 3:
+                raise RuntimeError("CUDA out of memory")
+            return super().plan(observation)
+
+    runtime, drive = _runtime("ideal", planner=FlakyPlanner(), max_plan_age_s=0.25)
+    outputs = drive.run(10)
+    metrics = runtime.metrics()
+    assert metrics["planner_errors"] == 7 and metrics["plans"] == 3
+    assert not outputs[4].is_fallback  # the last good plan is still young enough
+    assert outputs[-1].is_fallback and "hold_last" in outputs[-1].reason  # held, then…
+    status = runtime.diagnostics()[0]
+    assert status.level == 2 and "CUDA out of memory" in status.message
+
+
+def test_plans_failing_the_gates_are_rejected() -> None:
+    class SwervePlanner(ConstantVelocityPlanner):
+        def plan(self, observation: Observation) -> Plan:
+            plan = super().plan(observation)
+            wild = plan.answer.waypoints * np.array([1.0, 0.0]) + np.array([0.0, 30.0])
+            answer = dataclasses.replace(plan.answer, waypoints=wild)
+            return dataclasses.replace(plan, answer=answer, rollouts=wild[None])
+
+    runtime, drive = _runtime("ideal", planner=SwervePlanner())
+    outputs = drive.run(4)
+    assert all(o.is_fallback for o in outputs)
+    assert runtime.metrics()["invalid_plans"] == 4
+    assert "fails the gates" in runtime.last_problem["plan"]
+
+
+def test_time_jump_resets_and_recovers() -> None:
+    runtime, drive = _runtime("ideal")
+    drive.run(10)
+    drive.t -= 30 * 10**9  # the bag loops
+    outputs = drive.run(6)
+    metrics = runtime.metrics()
+    assert metrics["time_jumps"] == 1
+    assert "time jump" in outputs[0].events[0]
+    assert not outputs[-1].is_fallback
+    assert outputs[-1].trajectory.stamp_ns == drive.t
+
+
+def test_clock_jump_back_without_inputs_resets() -> None:
+    runtime, drive = _runtime("ideal")
+    drive.run(5)
+    drive.clock.set(drive.t - 20 * 10**9)
+    out = runtime.tick()
+    assert out.is_fallback and runtime.metrics()["time_jumps"] == 1
+
+
+def test_late_timer_counts_a_deadline_miss() -> None:
+    runtime, drive = _runtime("ideal")
+    drive.run(3)
+    drive.t += 500 * MS  # the timer fired 0.5 s late
+    drive.step()
+    assert runtime.metrics()["deadline_misses"] == 1
+
+
+def test_invalid_inputs_are_counted_and_reported() -> None:
+    runtime, drive = _runtime("ideal")
+    drive.run(2)
+    runtime.on_odometry(EgoState(drive.t + 1, float("nan"), 0.0, 0.0, 5.0))
+    runtime.on_invalid_input("invalid_image", "front: corrupt jpeg")
+    runtime.on_frame(CameraFrame("nope", drive.t, np.zeros((2, 2, 3), np.uint8)))
+    assert runtime.metrics()["invalid_inputs"] == 3
+    inputs = runtime.diagnostics()[-1]
+    assert inputs.level == 1 and "corrupt jpeg" in inputs.message
+    assert inputs.values["odometry_nonfinite"] == 1
+    assert runtime.diagnostics()[-1].level == 0  # nothing new since the last snapshot
+
+
+def test_thread_worker_live_mode() -> None:
+    started = threading.Event()
+    release = threading.Event()
+
+    class BlockingPlanner(ConstantVelocityPlanner):
+        def plan(self, observation: Observation) -> Plan:
+            started.set()
+            assert release.wait(10)
+            return super().plan(observation)
+
+    config = PlannerConfig()
+    runtime = PlannerRuntime(config, BlockingPlanner(), SystemClock(), timing=None)
+    try:
+        now = SystemClock().now_ns()
+        for cam in config.camera_names:
+            runtime.on_frame(CameraFrame(cam, now, np.zeros((4, 4, 3), np.uint8)))
+        runtime.on_odometry(EgoState(now, 0.0, 0.0, 0.0, 3.0))
+        first = runtime.tick()
+        assert first.is_requested and first.is_fallback  # inference runs off the tick
+        assert started.wait(10)
+        assert not runtime.tick().is_requested  # the worker is busy
+        release.set()
+        assert runtime.worker.wait_idle(10)
+        out = runtime.tick()
+        assert len(out.new_plans) == 1 and not out.is_fallback
+    finally:
+        release.set()
+        runtime.close()

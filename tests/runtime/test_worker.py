@@ -1,0 +1,76 @@
+"""The inference workers and the health counters on their own."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from blockplan.runtime import ConstantVelocityPlanner, Health, InferenceRequest, VirtualWorker
+from blockplan.runtime.health import percentiles_ms
+from blockplan.types import CameraFrame, EgoState, Observation
+
+MS = 1_000_000
+
+
+def _request(now_ns: int, epoch: int = 0) -> InferenceRequest:
+    frame = CameraFrame("front", now_ns, np.zeros((2, 2, 3), np.uint8))
+    obs = Observation(now_ns, (frame,), (EgoState(now_ns, 0.0, 0.0, 0.0, 4.0),))
+    return InferenceRequest(obs, now_ns, epoch)
+
+
+class Stopwatch:
+    def __init__(self, step_ns: int) -> None:
+        self.ns, self.step_ns = 0, step_ns
+
+    def __call__(self) -> int:
+        self.ns += self.step_ns
+        return self.ns
+
+
+@pytest.mark.parametrize("timing,ready_after", [("ideal", 0), ("measured", 40 * MS)])
+def test_virtual_worker_timing(timing: str, ready_after: int) -> None:
+    worker = VirtualWorker(ConstantVelocityPlanner(), timing, stopwatch=Stopwatch(40 * MS))
+    worker.submit(_request(1000 * MS))
+    assert not worker.is_idle
+    with pytest.raises(RuntimeError, match="busy"):
+        worker.submit(_request(1000 * MS))
+    if ready_after:
+        assert worker.poll(1000 * MS + ready_after - 1) == []
+    (result,) = worker.poll(1000 * MS + ready_after)
+    assert worker.is_idle
+    assert result.latency_ns == 40 * MS and result.ready_ns == 1000 * MS + ready_after
+    assert result.plan.answer.waypoints[0].tolist() == [4.0, 0.0]
+
+
+def test_virtual_worker_releases_its_result_when_the_clock_jumps_back() -> None:
+    worker = VirtualWorker(ConstantVelocityPlanner(), "measured", stopwatch=Stopwatch(MS))
+    worker.submit(_request(5000 * MS))
+    assert len(worker.poll(1000 * MS)) == 1 and worker.is_idle
+
+
+def test_planner_exceptions_become_error_results() -> None:
+    class Broken:
+        def plan(self, observation: Observation):
+            raise ValueError("no ego")
+
+    worker = VirtualWorker(Broken(), "ideal")
+    worker.submit(_request(0))
+    (result,) = worker.poll(0)
+    assert result.plan is None and result.error_kind == "planner"
+    assert result.error == "ValueError: no ego"
+    with pytest.raises(ValueError, match="timing='fast'"):
+        VirtualWorker(Broken(), "fast")
+
+
+def test_health_counts_and_percentiles() -> None:
+    health = Health(latency_window=100)
+    health.count_invalid("invalid_image")
+    health.count_invalid("invalid_image")
+    health.count("ticks", 3)
+    for ms in range(1, 201):  # only the newest 100 samples (101..200 ms) are kept
+        health.record_latency("inference", ms * MS)
+    counts = health.counts()
+    assert counts["invalid_inputs"] == 2 and counts["invalid_image"] == 2 and counts["ticks"] == 3
+    lat = health.latencies_ms()["inference"]
+    assert lat["p50"] == pytest.approx(150.5) and lat["max"] == 200.0
+    assert percentiles_ms([]) == {"p50": None, "p99": None, "max": None}

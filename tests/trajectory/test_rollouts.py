@@ -1,0 +1,79 @@
+"""Rollout averaging: identity, linearity with upsampling, spread, input checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from blockplan.trajectory import (
+    MIN_SPEED_FOR_HEADING,
+    KinematicState,
+    average_rollouts,
+    upsample,
+)
+
+waypoint_arrays = arrays(np.float64, (5, 2), elements=st.floats(-80.0, 80.0, allow_nan=False))
+start_states = st.builds(
+    KinematicState, v=st.floats(0.0, 30.0), a=st.floats(-4.0, 3.0), curvature=st.floats(-0.2, 0.2)
+)
+
+
+def assert_same_trajectory(a, b, atol=1e-9):
+    assert a.stamp_ns == b.stamp_ns
+    for name in ("t", "x", "y", "speed", "accel", "curvature"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), atol=atol, err_msg=name)
+    yaw_error = np.remainder(a.yaw - b.yaw + math.pi, 2 * math.pi) - math.pi
+    np.testing.assert_allclose(yaw_error, 0.0, atol=atol, err_msg="yaw")
+
+
+@settings(deadline=None)
+@given(waypoint_arrays, st.one_of(st.none(), start_states), st.integers(1, 6))
+def test_averaging_identical_rollouts_is_the_identity(waypoints, start, num_rollouts):
+    traj = upsample(waypoints, start=start, stamp_ns=7)
+    # Exactly at the threshold, round-off decides whether a heading is held.
+    assume(np.all(np.abs(traj.speed - MIN_SPEED_FOR_HEADING) > 1e-6))
+    result = average_rollouts([traj] * num_rollouts)
+    scale = 1.0 + np.abs(waypoints).max()
+    assert_same_trajectory(result.mean, traj, atol=1e-9 * scale**2)
+    np.testing.assert_allclose(result.spread, 0.0, atol=1e-9 * scale)
+    assert result.num_rollouts == num_rollouts
+
+
+@settings(deadline=None)
+@given(st.lists(waypoint_arrays, min_size=2, max_size=5), st.one_of(st.none(), start_states))
+def test_mean_of_upsampled_is_upsampled_mean(waypoint_sets, start):
+    # JMT upsampling is linear in the waypoints, so the two orders agree.
+    rollouts = [upsample(w, start=start) for w in waypoint_sets]
+    mean = average_rollouts(rollouts).mean
+    expected = upsample(np.mean(waypoint_sets, axis=0), start=start)
+    scale = 1.0 + max(np.abs(w).max() for w in waypoint_sets)
+    np.testing.assert_allclose(mean.xy, expected.xy, atol=1e-9 * scale)
+    # Velocities are read back from speed and heading, exact where every rollout has one.
+    exact = np.all([r.speed >= MIN_SPEED_FOR_HEADING for r in rollouts], axis=0)
+    np.testing.assert_allclose(mean.speed[exact], expected.speed[exact], atol=1e-8 * scale)
+
+
+def test_spread_is_rms_distance_from_the_mean():
+    base = np.outer([1, 2, 3, 4, 5], [10.0, 0.0])
+    left = upsample(base + [0.0, 1.0])
+    right = upsample(base - [0.0, 1.0])
+    result = average_rollouts([left, right])
+    np.testing.assert_allclose(result.mean.xy, upsample(base).xy, atol=1e-12)
+    # Both rollouts are 1 m from the mean at the knots (the offset ramps in from the origin).
+    np.testing.assert_allclose(result.spread[[3, 7, 11, 15, 19]], 1.0, atol=1e-12)
+    assert result.rollouts == (left, right)
+
+
+def test_mismatched_rollouts_are_rejected():
+    a = upsample(np.outer([1, 2, 3, 4, 5], [10.0, 0.0]), stamp_ns=1)
+    with pytest.raises(ValueError, match="at least one"):
+        average_rollouts([])
+    with pytest.raises(ValueError, match="stamp_ns"):
+        average_rollouts([a, upsample(np.outer([1, 2, 3, 4, 5], [10.0, 0.0]), stamp_ns=2)])
+    with pytest.raises(ValueError, match="sample times"):
+        average_rollouts([a, upsample(np.outer([1, 2, 3, 4, 5], [10.0, 0.0]), dt=0.5, stamp_ns=1)])
