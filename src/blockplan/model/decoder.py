@@ -74,11 +74,13 @@ class Decoder(nn.Module):
         if mask is None:
             mask = causal_mask(S, past, device=x.device)
         mask = mask[None, None] if mask.dim() == 2 else mask[:, None]  # (B|1, 1, S, L)
+        # Additive form once per forward (not once per layer); an all-True mask is no mask.
+        bias = None if bool(mask.all()) else x.new_zeros(mask.shape).masked_fill(~mask, -torch.inf)
         if cache is not None:
             cache.write_positions(positions)
         rope = rope_cos_sin(positions, self.config.dim_per_head, self.config.rope_theta, x.dtype)
         for layer in self.model.layers:
-            x = layer(x, rope, mask, cache)  # (B, S, W)
+            x = layer(x, rope, bias, cache)  # (B, S, W)
         hidden = self.model.norm(x)  # (B, S, W)
         kept = hidden if num_logits is None else hidden[:, S - num_logits :]
         logits = self.lm_head(kept)  # (B, S', V)

@@ -69,7 +69,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class Attention(nn.Module):
-    """Grouped-query attention with QKV bias (Qwen2) over an explicit boolean mask.
+    """Grouped-query attention with QKV bias (Qwen2) under an explicit additive mask.
 
     The cache keeps each key both rotated (what attention uses) and before RoPE, so a
     cached token can be re-based to a new position exactly (ALGORITHMS.md §6).
@@ -91,7 +91,7 @@ class Attention(nn.Module):
         self,
         x: torch.Tensor,  # (B, S, W)
         rope: tuple[torch.Tensor, torch.Tensor],  # cos, sin (B, 1, S, D) of the new tokens
-        mask: torch.Tensor,  # (B, 1, S, L) bool, True = may attend
+        bias: torch.Tensor | None,  # (B, 1, S, L) additive: 0 = may attend, -inf = may not
         cache: KVStore | None,
     ) -> torch.Tensor:
         B, S, _ = x.shape
@@ -102,7 +102,7 @@ class Attention(nn.Module):
         k = apply_rope(k_raw, *rope)  # (B, Hkv, S, D)
         if cache is not None:
             k, v = cache.write(self.layer_index, k_raw, k, v)  # (B, Hkv, L, D)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, enable_gqa=True)
         return self.o_proj(out.transpose(1, 2).reshape(B, S, -1))  # (B, S, W)
 
 
@@ -134,8 +134,8 @@ class DecoderLayer(nn.Module):
         self,
         x: torch.Tensor,
         rope: tuple[torch.Tensor, torch.Tensor],
-        mask: torch.Tensor,
+        bias: torch.Tensor | None,
         cache: KVStore | None,
     ) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), rope, mask, cache)
+        x = x + self.self_attn(self.input_layernorm(x), rope, bias, cache)
         return x + self.mlp(self.post_attention_layernorm(x))
