@@ -129,9 +129,10 @@ def hf_generate_runner(planner: Planner) -> Runner:
 def summarize(runs: Sequence[Run], tokens_per_plan: float) -> dict[str, Any]:
     latencies = [r.latency_ms for r in runs]
     ok = [r for r in runs if r.tokens is not None]
+    counted = [r.num_forwards for r in runs if r.num_forwards > 0]
     median_s = float(np.median(latencies)) / 1e3
     return {
-        "forwards_per_plan": float(np.mean([r.num_forwards for r in ok])) if ok else None,
+        "forwards_per_plan": float(np.mean(counted)) if counted else None,
         "tokens_per_plan": tokens_per_plan,
         "latency_ms": percentiles(latencies),
         "tokens_per_s": round(tokens_per_plan / median_s, 2),
