@@ -82,6 +82,11 @@ class Planner:
                 f"frame_window.num_frames={config.frame_window.num_frames}: the model was "
                 f"built for {mc.num_frames}"
             )
+        if tokenizer.vocab_size > mc.decoder.vocab_size:
+            raise PlannerSetupError(
+                f"tokenizer vocab_size={tokenizer.vocab_size} exceeds the model's "
+                f"{mc.decoder.vocab_size} embeddings"
+            )
         self.config = config
         self.dtype = DTYPES[config.model.dtype]
         self.model = model.to(self.dtype).eval()
