@@ -8,6 +8,7 @@ A parse failure raises the schema's `ScaffoldParseError`; the runtime counts it.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +158,7 @@ class Planner:
     def decode(self, observation: Observation, strategy: str | None = None) -> DecodedPlan:
         """Plan with `strategy` (default: the configured one); also return the raw result."""
         options = DecodeOptions.from_config(self.config, strategy)
+        options = dataclasses.replace(options, stream_salt=observation.stamp_ns)
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         visual = self.model.visual(self.images(observation))  # (K*T, G, W)
