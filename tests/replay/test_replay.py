@@ -145,6 +145,10 @@ def test_bag_loop_time_jump(tmp_path: Path) -> None:
     m = outputs.metrics
     assert m["counters"]["time_jumps"] == 1
     _check_output_bag(outputs, 78)
+    loop_status = []
+    for _, msg in _decoded(outputs.plans_bag, "/diagnostics"):
+        loop_status += [s for s in diagnostics_from_msg(msg) if s["name"].endswith("control loop")]
+    assert loop_status[-1]["values"]["time_jumps"] == "1"
     stamps = [p.header.stamp.sec for _, p in _decoded(outputs.plans_bag, "/planning/trajectory")]
     assert min(np.diff(stamps)) < -2  # the published stamps follow the loop back
     log_times = [t for t, _ in _decoded(outputs.plans_bag, "/planning/trajectory")]
