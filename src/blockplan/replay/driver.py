@@ -215,6 +215,7 @@ def replay_bag(
                     replayer.ingest(record)
                     if progress is not None:
                         progress(i + 1, total)
+                runtime.drain()
         finally:
             runtime.close()
     metrics = replay_metrics(
