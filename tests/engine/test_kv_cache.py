@@ -10,7 +10,7 @@ def _write(cache, n, value):
     B = cache.batch_size
     cache.write_positions(torch.arange(cache.length, cache.length + n).expand(B, n))
     k = torch.full((B, 2, n, 4), float(value))
-    return cache.write(0, k, k + 1)
+    return cache.write(0, k, k, k + 1)
 
 
 def test_commit_truncate_fork_reset():
@@ -48,3 +48,19 @@ def test_errors_name_the_problem():
         cache.truncate(1)
     with pytest.raises(ValueError, match="batch"):
         cache.write_positions(torch.zeros(2, 1, dtype=torch.long))
+
+
+def test_rebase_is_exact(decoder_factory):
+    """Shifting every cached position by the same offset changes no logit (RoPE depends on
+    relative positions only), and `rebase` re-rotates from the pre-RoPE keys."""
+    model = decoder_factory(0)
+    ids = torch.randint(3, 16, (1, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        cache = KVCache.for_model(model.config, 16, 1, torch.float64)
+        model(ids[:, :11], cache=cache)
+        cache.commit(11)
+        expected = model(ids[:, 11:], cache=cache)  # position 11
+        cache.rebase(0, 11, torch.arange(11) + 40)
+        got = model(ids[:, 11:], positions=torch.tensor([51]), cache=cache)
+    assert (got - expected).abs().max() < 1e-9
+    assert torch.equal(cache.positions[0, :11], torch.arange(40, 51))

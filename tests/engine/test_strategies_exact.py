@@ -113,3 +113,21 @@ def _ar_greedy_then_sampled(fork_at):
         decode_span(ctx, state, len(ctx.scaffold), token_window, no_proposal, picker)
 
     return strategy
+
+
+@pytest.mark.parametrize("block_size", [3, 8])
+def test_perfect_drafts_take_two_forwards_per_block(decoder_factory, scaffold_factory, block_size):
+    """A model whose logits never depend on the context (final norm zeroed: every logit 0,
+    argmax = lowest allowed id) drafts exactly what AR picks: spec then runs one draft and
+    one verify per block, and its bonus token opens the next block."""
+    model = decoder_factory(0)
+    with torch.no_grad():
+        model.model.norm.weight.zero_()
+    scaffold = scaffold_factory(1, block_size)
+    ar, ar_stats, _ = _run(model, scaffold, decode_ar, 0)
+    spec, spec_stats, _ = _run(model, scaffold, decode_scaffold_spec, 0)
+    assert torch.equal(ar.tokens, spec.tokens)
+    blocks_with_drafts = spec_stats.num_spec_steps
+    assert blocks_with_drafts <= len(scaffold.blocks)
+    assert spec_stats.num_forwards <= 1 + 2 * len(scaffold.blocks)
+    assert spec_stats.num_forwards < ar_stats.num_forwards

@@ -55,7 +55,7 @@ def test_logits_match_transformers_with_cache(tmp_path):
     with torch.no_grad():
         expected = hf(ids).logits  # (2, 30, V)
         cache = KVCache.for_model(ours.config, max_len=64, max_batch=2)
-        cache.batch_size = 2
+        cache.fork(2)  # two rows, empty prefix
         chunks = []
         # prefill 11, then 1 token, then 7, then one by one
         cuts = [0, 11, 12, 19, *range(20, 31)]

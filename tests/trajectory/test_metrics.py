@@ -35,6 +35,21 @@ def test_growing_error_separates_the_conventions():
     assert metrics.ade(pred, GT, 4) == pytest.approx(0.25)
 
 
+def test_summary_names_every_convention():
+    errors = 0.1 * np.arange(1, 21)
+    pred = GT + np.stack([np.zeros(20), errors], axis=-1)
+    summary = metrics.displacement_summary(pred, GT)
+    assert set(summary) == {
+        "ade_3s",
+        "ade_5s",
+        "fde",
+        *(f"l2_{t}s_{c}" for t in (1, 2, 3) for c in ("uniad", "stp3")),
+    }
+    assert summary["l2_2s_uniad"] == pytest.approx(0.8)
+    assert summary["l2_2s_stp3"] == pytest.approx(0.45)
+    assert all(isinstance(v, float) for v in summary.values())
+
+
 def test_min_ade_k_takes_the_best_prediction():
     preds = np.stack([GT + [0.0, 2.0], GT + [0.0, 0.5], GT - [1.0, 0.0]])
     assert metrics.min_ade_k(preds, GT) == pytest.approx(0.5)

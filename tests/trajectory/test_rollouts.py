@@ -14,6 +14,7 @@ from blockplan.trajectory import (
     MIN_SPEED_FOR_HEADING,
     KinematicState,
     average_rollouts,
+    average_waypoint_rollouts,
     upsample,
 )
 
@@ -77,3 +78,14 @@ def test_mismatched_rollouts_are_rejected():
         average_rollouts([a, upsample(np.outer([1, 2, 3, 4, 5], [10.0, 0.0]), stamp_ns=2)])
     with pytest.raises(ValueError, match="sample times"):
         average_rollouts([a, upsample(np.outer([1, 2, 3, 4, 5], [10.0, 0.0]), dt=0.5, stamp_ns=1)])
+
+
+def test_average_waypoint_rollouts_upsamples_each_then_averages():
+    rollouts = np.stack([np.outer([1, 2, 3, 4, 5], [10.0, dy]) for dy in (-1.0, 0.0, 2.0)])
+    start = KinematicState(10.0)
+    result = average_waypoint_rollouts(rollouts, start=start, stamp_ns=3)
+    expected = average_rollouts([upsample(w, start=start, stamp_ns=3) for w in rollouts])
+    assert_same_trajectory(result.mean, expected.mean)
+    np.testing.assert_allclose(result.spread, expected.spread)
+    with pytest.raises(ValueError, match=r"\(N, 5, 2\)"):
+        average_waypoint_rollouts(rollouts[0])

@@ -14,6 +14,7 @@ from blockplan.trajectory import (
     MIN_SPEED_FOR_HEADING,
     KinematicState,
     Pose2D,
+    state_at,
     stitch,
     stop_trajectory,
     upsample,
@@ -130,3 +131,20 @@ def test_bad_arguments_are_rejected():
         stitch(plan, Pose2D(), Pose2D(), T0 - 1, state, 0.5)
     with pytest.raises(ValueError, match="join_s"):
         stitch(plan, Pose2D(), Pose2D(), T0, state, 5.0)
+
+
+@settings(deadline=None)
+@given(waypoint_arrays, st.floats(0.25, 5.0))
+def test_state_at_reads_the_plan_between_its_samples(waypoints, t_s):
+    # The 4 Hz plan's curve is the protocol's quintic: compare with a 1 ms upsampling.
+    plan = upsample(waypoints)
+    fine = upsample(waypoints, dt=1e-3)
+    k = int(round(t_s * 1000)) - 1
+    t_s = float(fine.t[k])
+    assume(fine.speed[k] >= 2 * MIN_SPEED_FOR_HEADING)
+    assume(np.all(plan.speed >= MIN_SPEED_FOR_HEADING))
+    state = state_at(plan, t_s)
+    scale = 1.0 + np.abs(waypoints).max()
+    assert state.v == pytest.approx(fine.speed[k], abs=1e-7 * scale)
+    assert state.a == pytest.approx(fine.accel[k], abs=1e-6 * scale)
+    assert state.curvature == pytest.approx(fine.curvature[k], abs=1e-6 * scale)

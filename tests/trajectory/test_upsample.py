@@ -153,7 +153,8 @@ def test_constant_velocity_waypoints_give_straight_constant_speed(vx, vy, with_s
     np.testing.assert_allclose(traj.accel, 0.0, atol=tol)
     np.testing.assert_allclose(traj.curvature, 0.0, atol=1e-9)
     expected_yaw = math.atan2(vy, vx) if state.v >= MIN_SPEED_FOR_HEADING else 0.0
-    np.testing.assert_allclose(traj.yaw, expected_yaw, atol=1e-9)
+    yaw_error = np.remainder(traj.yaw - expected_yaw + math.pi, 2 * math.pi) - math.pi
+    np.testing.assert_allclose(yaw_error, 0.0, atol=1e-9)  # ±π are one heading
 
 
 def test_yaw_is_held_while_stopped_and_not_unwrapped_wrongly():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -60,42 +61,33 @@ def _with_rollouts(planner: Planner, n: int) -> Planner:
     return Planner(planner.model, planner.tokenizer, config, planner.schema)
 
 
-def run_strategy(
-    planner: Planner, strategy: str, inputs: Sequence[Observation], warmup: int
-) -> dict[str, Any]:
-    """Latency and counters of `strategy` over `inputs` (after `warmup` untimed plans)."""
-    for obs in inputs[:warmup]:
-        planner.decode(obs, strategy)
-    latencies, forwards, tokens, spec_steps, valid, rows = [], [], [], [], 0, []
-    section = planner.scaffold.section("trajectory")
-    for obs in inputs:
+@dataclass
+class Run:
+    """One plan's outcome: answer tokens (N, A) or None when the strict parse failed."""
+
+    latency_ms: float
+    tokens: np.ndarray | None
+    num_forwards: int
+    num_spec_steps: int
+
+
+Runner = Callable[[Observation], Run]
+
+
+def strategy_runner(planner: Planner, strategy: str) -> Runner:
+    def run(obs: Observation) -> Run:
         t0 = time.perf_counter()
         try:
             decoded = planner.decode(obs, strategy)
-            valid += 1
-            result = decoded.result
         except ScaffoldParseError:
-            result = None
-        latencies.append((time.perf_counter() - t0) * 1e3)
-        if result is None:
-            continue
-        n = result.tokens.shape[0]
-        forwards.append(result.num_forwards)
-        tokens.append(len(planner.scaffold) + (n - 1) * (section.end - section.start))
-        spec_steps.append(result.num_spec_steps)
-        rows.append(result.tokens)
-    median_s = float(np.median(latencies)) / 1e3
-    out = {
-        "forwards_per_plan": float(np.mean(forwards)) if forwards else None,
-        "tokens_per_plan": float(np.mean(tokens)) if tokens else None,
-        "latency_ms": percentiles(latencies),
-        "tokens_per_s": round(float(np.mean(tokens)) / median_s, 2) if tokens else None,
-        "valid_fraction": valid / len(inputs),
-    }
-    return {"summary": out, "tokens": rows, "spec_steps": spec_steps}
+            return Run((time.perf_counter() - t0) * 1e3, None, 0, 0)
+        r = decoded.result
+        return Run((time.perf_counter() - t0) * 1e3, r.tokens, r.num_forwards, r.num_spec_steps)
+
+    return run
 
 
-def hf_generate(planner: Planner, inputs: Sequence[Observation], warmup: int) -> dict[str, Any]:
+def hf_generate_runner(planner: Planner) -> Runner:
     """transformers' greedy `generate` with KV cache on the same decoder weights, writing
     the whole answer (no scaffold): the plain-AR-VLA baseline. Same vision and prompt."""
     import transformers
@@ -107,7 +99,8 @@ def hf_generate(planner: Planner, inputs: Sequence[Observation], warmup: int) ->
     A = len(planner.scaffold)
 
     @torch.no_grad()
-    def one(obs: Observation) -> np.ndarray:
+    def run(obs: Observation) -> Run:
+        t0 = time.perf_counter()
         visual = planner.model.visual(planner.images(obs))
         layout = planner.render(obs)
         ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long)
@@ -122,27 +115,28 @@ def hf_generate(planner: Planner, inputs: Sequence[Observation], warmup: int) ->
             eos_token_id=None,
             pad_token_id=0,
         )
-        return out[0, -A:].numpy()
-
-    for obs in inputs[:warmup]:
-        one(obs)
-    latencies, valid = [], 0
-    for obs in inputs:
-        t0 = time.perf_counter()
-        tokens = one(obs)
+        tokens = out[0, -A:].numpy()
         try:
             planner.parse(tokens)
-            valid += 1
+            parsed = tokens[None]
         except ScaffoldParseError:
-            pass  # counted: a plain AR model may break the structure
-        latencies.append((time.perf_counter() - t0) * 1e3)
+            parsed = None  # counted: a plain AR model may break the structure
+        return Run((time.perf_counter() - t0) * 1e3, parsed, A, 0)
+
+    return run
+
+
+def summarize(runs: Sequence[Run], tokens_per_plan: float) -> dict[str, Any]:
+    latencies = [r.latency_ms for r in runs]
+    ok = [r for r in runs if r.tokens is not None]
+    counted = [r.num_forwards for r in runs if r.num_forwards > 0]
     median_s = float(np.median(latencies)) / 1e3
     return {
-        "forwards_per_plan": float(A),
-        "tokens_per_plan": float(A),
+        "forwards_per_plan": float(np.mean(counted)) if counted else None,
+        "tokens_per_plan": tokens_per_plan,
         "latency_ms": percentiles(latencies),
-        "tokens_per_s": round(A / median_s, 2),
-        "valid_fraction": valid / len(inputs),
+        "tokens_per_s": round(tokens_per_plan / median_s, 2),
+        "valid_fraction": len(ok) / len(runs),
     }
 
 
@@ -156,52 +150,71 @@ def run_bench(
     with_hf: bool = True,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """The `blockplan bench` report (keys fixed by the issue; see docs/BENCHMARKS.md)."""
+    """The `blockplan bench` report (keys fixed by the issue; see docs/BENCHMARKS.md).
+
+    Strategies run round-robin on each input, so load drift on a shared machine hits them
+    alike; `warmup` untimed rounds come first.
+    """
     say = progress or (lambda _msg: None)
     planner = _with_rollouts(planner, num_rollouts)
-    inputs = [synthetic_observation(planner.config, seed + i) for i in range(iters)]
-    mc = planner.model.config
-    report: dict[str, Any] = {
-        "model": {
-            "params": planner.model.num_parameters(),
-            "hidden_size": mc.decoder.hidden_size,
-            "num_layers": mc.decoder.num_hidden_layers,
-            "num_heads": mc.decoder.num_attention_heads,
-            "num_kv_heads": mc.decoder.num_key_value_heads,
-            "vocab_size": mc.decoder.vocab_size,
-            "cameras": len(mc.camera_names),
-            "frames": mc.num_frames,
-            "tokens_per_image": mc.tokens_per_image,
-            "block_size": mc.block_size,
-            "prompt_tokens": planner.prompt_len,
-            "answer_tokens": len(planner.scaffold),
-            "editable_tokens": int(planner.scaffold.is_editable.sum()),
-            "dtype": planner.config.model.dtype,
-            "threads": torch.get_num_threads(),
-            "iters": iters,
-            "warmup": warmup,
-        },
-        "strategies": {},
-    }
-    runs = {}
+    runners = {name: strategy_runner(planner, name) for name in strategies}
+    if "rollouts" in runners:
+        runners["rollouts_n1"] = strategy_runner(_with_rollouts(planner, 1), "rollouts")
+    if with_hf:
+        runners["hf_generate"] = hf_generate_runner(planner)
+    inputs = [synthetic_observation(planner.config, seed + i) for i in range(warmup + iters)]
+    runs: dict[str, list[Run]] = {name: [] for name in runners}
+    for i, obs in enumerate(inputs):
+        say(f"bench: round {i + 1}/{len(inputs)}" + (" (warm-up)" if i < warmup else ""))
+        for name, runner in runners.items():
+            run = runner(obs)
+            if i >= warmup:
+                runs[name].append(run)
+    A = len(planner.scaffold)
+    trajectory = planner.scaffold.section("trajectory")
+    report: dict[str, Any] = {"model": model_summary(planner, iters, warmup), "strategies": {}}
     for name in strategies:
-        say(f"bench: {name}")
-        runs[name] = run_strategy(planner, name, inputs, warmup)
-        report["strategies"][name] = runs[name]["summary"]
+        n = num_rollouts if name == "rollouts" else 1
+        tokens = A + (n - 1) * (trajectory.end - trajectory.start)
+        report["strategies"][name] = summarize(runs[name], float(tokens))
     if "ar" in runs and "scaffold_spec" in runs:
-        pairs = list(zip(runs["ar"]["tokens"], runs["scaffold_spec"]["tokens"], strict=False))
-        same = sum(np.array_equal(a, b) for a, b in pairs)
-        report["scaffold_spec_identical_to_ar_fraction"] = same / max(len(pairs), 1)
+        pairs = list(zip(runs["ar"], runs["scaffold_spec"], strict=True))
+        same = sum(
+            a.tokens is not None and b.tokens is not None and np.array_equal(a.tokens, b.tokens)
+            for a, b in pairs
+        )
+        report["scaffold_spec_identical_to_ar_fraction"] = same / len(pairs)
     if "scaffold_spec" in runs:
-        steps = sum(runs["scaffold_spec"]["spec_steps"])
-        editable = int(planner.scaffold.is_editable.sum()) * len(runs["scaffold_spec"]["tokens"])
+        steps = sum(r.num_spec_steps for r in runs["scaffold_spec"])
+        editable = int(planner.scaffold.is_editable.sum()) * len(runs["scaffold_spec"])
         report["scaffold_spec_tokens_per_step"] = round(editable / steps, 3) if steps else None
     if "rollouts" in runs:
-        say("bench: rollouts n=1")
-        one = run_strategy(_with_rollouts(planner, 1), "rollouts", inputs, warmup)["summary"]
-        ratio = runs["rollouts"]["summary"]["latency_ms"]["p50"] / one["latency_ms"]["p50"]
+        one = summarize(runs["rollouts_n1"], float(A))["latency_ms"]["p50"]
+        ratio = report["strategies"]["rollouts"]["latency_ms"]["p50"] / one
         report["rollouts"] = {"n": num_rollouts, "latency_ratio_vs_n1": round(ratio, 3)}
     if with_hf:
-        say("bench: hf_generate")
-        report["hf_generate"] = hf_generate(planner, inputs, warmup)
+        report["hf_generate"] = summarize(runs["hf_generate"], float(A))
     return report
+
+
+def model_summary(planner: Planner, iters: int, warmup: int) -> dict[str, Any]:
+    mc = planner.model.config
+    return {
+        "params": planner.model.num_parameters(),
+        "hidden_size": mc.decoder.hidden_size,
+        "num_layers": mc.decoder.num_hidden_layers,
+        "num_heads": mc.decoder.num_attention_heads,
+        "num_kv_heads": mc.decoder.num_key_value_heads,
+        "vocab_size": mc.decoder.vocab_size,
+        "cameras": len(mc.camera_names),
+        "frames": mc.num_frames,
+        "tokens_per_image": mc.tokens_per_image,
+        "block_size": mc.block_size,
+        "prompt_tokens": planner.prompt_len,
+        "answer_tokens": len(planner.scaffold),
+        "editable_tokens": int(planner.scaffold.is_editable.sum()),
+        "dtype": planner.config.model.dtype,
+        "threads": torch.get_num_threads(),
+        "iters": iters,
+        "warmup": warmup,
+    }

@@ -1,8 +1,10 @@
 """KVCache: preallocated K/V buffers with verbs (commit, truncate, fork, reset).
 
-Layout: `kv` (layers, 2, batch, kv_heads, max_len, head_dim) holding *pre-RoPE* keys and the
-values, and `positions` (batch, max_len) holding each slot's rotary position (the attention
-rotates keys with it, so a slot can be re-based exactly — ALGORITHMS.md §6).
+Layout: `kv` (layers, 2, batch, kv_heads, max_len, head_dim) holding the rotated keys and the
+values attention reads, `raw_keys` (layers, batch, kv_heads, max_len, head_dim) the same keys
+*before* RoPE, and `positions` (batch, max_len) each slot's rotary position. With the pre-RoPE
+key and the position, a slot can be re-based to a new position exactly (`rebase`,
+ALGORITHMS.md §6: rotating a stored rotated key again would accumulate rounding).
 
 A forward writes its S new tokens at slots [length, length + S) and sees [0, length + S);
 they stay *pending* until `commit(n)` keeps the first n of them. A later forward overwrites
@@ -15,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from blockplan.model.config import DecoderConfig
+from blockplan.model.layers import apply_rope, rope_cos_sin
 
 
 class KVCacheFullError(RuntimeError):
@@ -34,6 +37,10 @@ class KVCache:
     ) -> None:
         shape = (num_layers, 2, max_batch, num_kv_heads, max_len, head_dim)
         self.kv = torch.zeros(shape, dtype=dtype, device=device)
+        self.raw_keys = torch.zeros(
+            (num_layers, max_batch, num_kv_heads, max_len, head_dim), dtype=dtype, device=device
+        )
+        self.rope_theta = 10000.0  # set by `for_model`; used by `rebase`
         self.positions = torch.zeros(max_batch, max_len, dtype=torch.long, device=device)
         self.max_len = max_len
         self.max_batch = max_batch
@@ -50,7 +57,7 @@ class KVCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> KVCache:
-        return cls(
+        cache = cls(
             config.num_hidden_layers,
             config.num_key_value_heads,
             config.dim_per_head,
@@ -59,11 +66,13 @@ class KVCache:
             dtype,
             device,
         )
+        cache.rope_theta = config.rope_theta
+        return cache
 
     # ---- the KVStore protocol the decoder writes through ---------------------------------
 
-    def write_positions(self, positions: torch.Tensor) -> torch.Tensor:
-        """Store positions (B, S) of the new tokens; return (B, length + S) of all slots."""
+    def write_positions(self, positions: torch.Tensor) -> None:
+        """Store positions (B, S) of the new tokens."""
         B, S = positions.shape
         end = self.length + S
         if end > self.max_len:
@@ -72,14 +81,15 @@ class KVCache:
             raise ValueError(f"KVCache: batch {B} given, {self.batch_size} rows active")
         self.positions[:B, self.length : end] = positions
         self.num_pending = S
-        return self.positions[:B, :end]
 
     def write(
-        self, layer: int, k: torch.Tensor, v: torch.Tensor
+        self, layer: int, k_raw: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store pre-RoPE k, v (B, Hkv, S, D) at the pending slots; return (B, Hkv, L, D)."""
+        """Store pre-RoPE keys, rotated keys and values (B, Hkv, S, D) at the pending slots;
+        return the rotated keys and values of slots [0, length + S), (B, Hkv, L, D) each."""
         B, _, S, _ = k.shape
         end = self.length + S
+        self.raw_keys[layer, :B, :, self.length : end] = k_raw
         self.kv[layer, 0, :B, :, self.length : end] = k
         self.kv[layer, 1, :B, :, self.length : end] = v
         return self.kv[layer, 0, :B, :, :end], self.kv[layer, 1, :B, :, :end]
@@ -109,9 +119,24 @@ class KVCache:
             raise ValueError(f"KVCache.fork({n}): max_batch={self.max_batch}")
         L = self.length
         self.kv[:, :, 1:n, :, :L] = self.kv[:, :, :1, :, :L]
+        self.raw_keys[:, 1:n, :, :L] = self.raw_keys[:, :1, :, :L]
         self.positions[1:n, :L] = self.positions[:1, :L]
         self.batch_size = n
         self.num_pending = 0
+
+    def rebase(self, start: int, end: int, positions: torch.Tensor) -> None:
+        """Give committed slots [start, end) new rotary positions (end - start,), re-rotating
+        their keys from the pre-RoPE copies: exact, because ⟨R(p)q, R(s)k⟩ depends only on
+        s - p. (Values do not depend on the position.)"""
+        if not 0 <= start <= end <= self.length:
+            raise ValueError(f"KVCache.rebase({start}, {end}): only {self.length} committed")
+        B = self.batch_size
+        pos = positions.to(self.positions.device).expand(B, end - start)  # (B, n)
+        self.positions[:B, start:end] = pos
+        head_dim = self.kv.shape[-1]
+        cos, sin = rope_cos_sin(pos, head_dim, self.rope_theta, self.kv.dtype)  # (B, 1, n, D)
+        raw = self.raw_keys[:, :B, :, start:end]  # (layers, B, Hkv, n, D)
+        self.kv[:, 0, :B, :, start:end] = apply_rope(raw, cos, sin)
 
     def reset(self) -> None:
         """Empty the cache (one row active); the buffers are kept."""

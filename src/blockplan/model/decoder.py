@@ -74,12 +74,13 @@ class Decoder(nn.Module):
         if mask is None:
             mask = causal_mask(S, past, device=x.device)
         mask = mask[None, None] if mask.dim() == 2 else mask[:, None]  # (B|1, 1, S, L)
-        key_positions = cache.write_positions(positions) if cache is not None else positions
-        head_dim, theta = self.config.dim_per_head, self.config.rope_theta
-        rope_q = rope_cos_sin(positions, head_dim, theta, x.dtype)  # (B, 1, S, D)
-        rope_k = rope_cos_sin(key_positions, head_dim, theta, x.dtype)  # (B, 1, L, D)
+        # Additive form once per forward (not once per layer); an all-True mask is no mask.
+        bias = None if bool(mask.all()) else x.new_zeros(mask.shape).masked_fill(~mask, -torch.inf)
+        if cache is not None:
+            cache.write_positions(positions)
+        rope = rope_cos_sin(positions, self.config.dim_per_head, self.config.rope_theta, x.dtype)
         for layer in self.model.layers:
-            x = layer(x, rope_q, rope_k, mask, cache)
+            x = layer(x, rope, bias, cache)  # (B, S, W)
         hidden = self.model.norm(x)  # (B, S, W)
         kept = hidden if num_logits is None else hidden[:, S - num_logits :]
         logits = self.lm_head(kept)  # (B, S', V)

@@ -22,16 +22,16 @@ class KVStore(Protocol):
     commits them, so a later forward may overwrite them (draft windows, rejected tokens).
     """
 
-    def write_positions(self, positions: torch.Tensor) -> torch.Tensor:
-        """Store the new tokens' positions (B, S); return the positions of all slots the new
-        tokens may see, (B, L) with L = committed + S."""
+    def write_positions(self, positions: torch.Tensor) -> None:
+        """Record the new tokens' positions (B, S)."""
         ...
 
     def write(
-        self, layer: int, k: torch.Tensor, v: torch.Tensor
+        self, layer: int, k_raw: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store pre-RoPE k, v (B, Hkv, S, D) after the committed slots; return the keys and
-        values of all slots the new tokens may see, (B, Hkv, L, D) each."""
+        """Store the new tokens' pre-RoPE keys, rotated keys and values (B, Hkv, S, D) after
+        the committed slots; return the rotated keys and values of all slots the new tokens
+        may see, (B, Hkv, L, D) each."""
         ...
 
 
@@ -69,10 +69,10 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class Attention(nn.Module):
-    """Grouped-query attention with QKV bias (Qwen2) over an explicit boolean mask.
+    """Grouped-query attention with QKV bias (Qwen2) under an explicit additive mask.
 
-    Keys are stored in the cache *before* RoPE and rotated here with each slot's position,
-    so a cached token can be re-based to a new position exactly (ALGORITHMS.md §6).
+    The cache keeps each key both rotated (what attention uses) and before RoPE, so a
+    cached token can be re-based to a new position exactly (ALGORITHMS.md §6).
     """
 
     def __init__(self, config: DecoderConfig, layer_index: int) -> None:
@@ -90,20 +90,19 @@ class Attention(nn.Module):
     def forward(
         self,
         x: torch.Tensor,  # (B, S, W)
-        rope_q: tuple[torch.Tensor, torch.Tensor],  # cos, sin (B, 1, S, D)
-        rope_k: tuple[torch.Tensor, torch.Tensor],  # cos, sin (B, 1, L, D)
-        mask: torch.Tensor,  # (B, 1, S, L) bool, True = may attend
+        rope: tuple[torch.Tensor, torch.Tensor],  # cos, sin (B, 1, S, D) of the new tokens
+        bias: torch.Tensor | None,  # (B, 1, S, L) additive: 0 = may attend, -inf = may not
         cache: KVStore | None,
     ) -> torch.Tensor:
         B, S, _ = x.shape
         q = self.q_proj(x).view(B, S, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(B, S, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        k_raw = self.k_proj(x).view(B, S, self.num_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(B, S, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q = apply_rope(q, *rope)  # (B, H, S, D)
+        k = apply_rope(k_raw, *rope)  # (B, Hkv, S, D)
         if cache is not None:
-            k, v = cache.write(self.layer_index, k, v)  # (B, Hkv, L, D), pre-RoPE
-        q = apply_rope(q, *rope_q)  # (B, H, S, D)
-        k = apply_rope(k, *rope_k)  # (B, Hkv, L, D)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+            k, v = cache.write(self.layer_index, k_raw, k, v)  # (B, Hkv, L, D)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, enable_gqa=True)
         return self.o_proj(out.transpose(1, 2).reshape(B, S, -1))  # (B, S, W)
 
 
@@ -134,10 +133,9 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        rope_q: tuple[torch.Tensor, torch.Tensor],
-        rope_k: tuple[torch.Tensor, torch.Tensor],
-        mask: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        bias: torch.Tensor | None,
         cache: KVStore | None,
     ) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), rope_q, rope_k, mask, cache)
+        x = x + self.self_attn(self.input_layernorm(x), rope, bias, cache)
         return x + self.mlp(self.post_attention_layernorm(x))

@@ -13,10 +13,15 @@ from blockplan.trajectory.jmt import evaluate_quintic, quintic_coefficients
 from blockplan.trajectory.kinematics import (
     curve_from_trajectory,
     sample_times,
+    state_at,
     states_from_trajectory,
     trajectory_from_states,
 )
-from blockplan.trajectory.rollouts import RolloutAverage, average_rollouts
+from blockplan.trajectory.rollouts import (
+    RolloutAverage,
+    average_rollouts,
+    average_waypoint_rollouts,
+)
 from blockplan.trajectory.stitch import stitch
 from blockplan.trajectory.stop import stop_trajectory
 from blockplan.trajectory.upsample import constant_velocity_waypoints, knot_states, upsample
@@ -32,6 +37,7 @@ __all__ = [
     "RolloutAverage",
     "StateCurve",
     "average_rollouts",
+    "average_waypoint_rollouts",
     "check_gates",
     "constant_velocity_waypoints",
     "curve_from_trajectory",
@@ -40,6 +46,7 @@ __all__ = [
     "metrics",
     "quintic_coefficients",
     "sample_times",
+    "state_at",
     "states_from_trajectory",
     "stitch",
     "stop_trajectory",

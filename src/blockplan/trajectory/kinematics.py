@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from blockplan.trajectory.curve import StateCurve, unit
-from blockplan.trajectory.frames import MIN_SPEED_FOR_HEADING
+from blockplan.trajectory.frames import MIN_SPEED_FOR_HEADING, KinematicState
 from blockplan.types import Trajectory
 
 
@@ -98,4 +98,28 @@ def curve_from_trajectory(traj: Trajectory) -> StateCurve:
         acc,
         end_heading=float(traj.yaw[-1]),
         end_curvature=float(traj.curvature[-1]),
+    )
+
+
+def state_at(traj: Trajectory, t_s: float) -> KinematicState:
+    """The trajectory's intrinsic state (speed, longitudinal acceleration, curvature) at `t_s`
+    seconds after its stamp, read from its continuous curve (`StateCurve`: exact between the
+    samples of a JMT plan; extrapolated before the first and after the last sample). Use it as
+    the commanded state of the next stitch. Frame-free: no ego-frame vectors are set.
+    """
+    curve = curve_from_trajectory(traj)
+    _, vel, acc = curve.evaluate(np.array([float(t_s)]))  # (1, 2) each
+    # Heading and curvature held as in the trajectory itself: seed from the nearest sample.
+    nearest = int(np.argmin(np.abs(np.asarray(traj.t) - t_s)))
+    point = trajectory_from_states(
+        traj.stamp_ns,
+        np.array([t_s]),
+        np.zeros((1, 2)),
+        vel,
+        acc,
+        initial_yaw=float(traj.yaw[nearest]),
+        initial_curvature=float(traj.curvature[nearest]),
+    )
+    return KinematicState(
+        v=float(point.speed[0]), a=float(point.accel[0]), curvature=float(point.curvature[0])
     )

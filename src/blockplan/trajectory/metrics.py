@@ -10,6 +10,7 @@ t seconds is index 4 t − 1. Predicted and ground-truth arrays must have the sa
 * `l2_at_stp3(t)`: mean of the L2 of every point up to and including t (ST-P3's convention).
   The two differ: never compare numbers across conventions.
 * `min_ade_k`: the smallest ADE over K predictions (minADE_K).
+* `displacement_summary`: all of the above for one prediction, as a JSON-ready dict.
 """
 
 from __future__ import annotations
@@ -91,3 +92,15 @@ def min_ade_k(preds: np.ndarray, gt: np.ndarray, num_points: int | None = None) 
     if preds.ndim != 3 or preds.shape[0] < 1:
         raise ValueError(f"preds must be (K, P, 2) with K >= 1, got {preds.shape}")
     return min(ade(p, gt, num_points) for p in preds)
+
+
+def displacement_summary(
+    pred: np.ndarray, gt: np.ndarray, seconds: tuple[float, ...] = (1.0, 2.0, 3.0)
+) -> dict[str, float]:
+    """ade_3s, ade_5s, fde and l2_{t}s_uniad / l2_{t}s_stp3 for each t in `seconds`, for a
+    20-point (5 s) prediction; the keys name the convention."""
+    out = {"ade_3s": ade_3s(pred, gt), "ade_5s": ade_5s(pred, gt), "fde": fde(pred, gt)}
+    for t in seconds:
+        out[f"l2_{t:g}s_uniad"] = l2_at_uniad(pred, gt, t)
+        out[f"l2_{t:g}s_stp3"] = l2_at_stp3(pred, gt, t)
+    return out

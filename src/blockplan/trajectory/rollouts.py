@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from blockplan.trajectory.frames import KinematicState
 from blockplan.trajectory.kinematics import states_from_trajectory, trajectory_from_states
+from blockplan.trajectory.upsample import upsample
 from blockplan.types import Trajectory
 
 # Rollouts of one plan are sampled at identical times; allow float round-off only.
@@ -77,3 +79,20 @@ def average_rollouts(trajectories: Sequence[Trajectory]) -> RolloutAverage:
         initial_curvature=initial_curvature,
     )
     return RolloutAverage(mean=mean, spread=spread, rollouts=rollouts)
+
+
+def average_waypoint_rollouts(
+    rollouts: np.ndarray,
+    dt: float = 0.25,
+    horizon_s: float = 5.0,
+    start: KinematicState | None = None,
+    stamp_ns: int = 0,
+) -> RolloutAverage:
+    """JMT-upsample each of N waypoint rollouts (N, 5, 2) (e.g. `Plan.rollouts`) with the same
+    grid and start state, then average them."""
+    rollouts = np.asarray(rollouts, dtype=np.float64)
+    if rollouts.ndim != 3 or rollouts.shape[0] < 1:
+        raise ValueError(f"rollouts must be (N, 5, 2) with N >= 1, got {rollouts.shape}")
+    return average_rollouts(
+        [upsample(w, dt=dt, horizon_s=horizon_s, start=start, stamp_ns=stamp_ns) for w in rollouts]
+    )
