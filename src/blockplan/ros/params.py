@@ -119,7 +119,7 @@ def _spec(name: str, value: Any) -> ParameterSpec:
         raise TypeError(f"parameter {name}: annotation {hint!r} has no ROS parameter type")
     pattern = _pattern(name)
     choices = CHOICES.get(pattern, ())
-    description = f"{pattern}: {_summary(owner)}"
+    description = f"{name}: {_summary(owner)}"
     if name == "cameras.names":
         description = "cameras.names: the cameras, in the model's view order"
     return ParameterSpec(
