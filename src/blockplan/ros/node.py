@@ -90,7 +90,7 @@ class PlannerNode(Node):
         self._lock = threading.Lock()  # lifecycle transitions vs. timer callbacks
         self._input_group = ReentrantCallbackGroup()
         self._control_group = MutuallyExclusiveCallbackGroup()
-        self._declared: list[str] = []
+        self._declared: dict[str, ParameterSpec] = {}
         self._is_validating_changes = False
         self._config: PlannerConfig | None = None
         self._outputs: dict[str, Any] = {}  # publisher key → lifecycle publisher
@@ -186,7 +186,7 @@ class PlannerNode(Node):
         for spec in specs:
             if not self.has_parameter(spec.name):  # a second configure keeps the values
                 self.declare_parameter(spec.name, spec.default, parameter_descriptor(spec))
-                self._declared.append(spec.name)
+                self._declared[spec.name] = spec
 
     def _values(self) -> dict[str, Any]:
         return {name: self.get_parameter(name).value for name in self._declared}
@@ -209,7 +209,12 @@ class PlannerNode(Node):
     def _on_set_parameters(self, parameters: list[Any]) -> SetParametersResult:
         """Reject a change the config would reject; accepted ones apply at the next
         configure (deactivate → cleanup → configure → activate)."""
-        changes = {p.name: p.value for p in parameters if p.name in self._declared}
+        declared = self._declared
+        changes = {
+            p.name: p.value
+            for p in parameters
+            if p.name in declared and not declared[p.name].read_only  # rclpy refuses those
+        }
         if not changes:
             return SetParametersResult(successful=True)
         try:
