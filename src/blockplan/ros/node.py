@@ -127,8 +127,10 @@ class PlannerNode(Node):
             planner = load_verified_planner(config)
             warmup_ms = warm_up(planner, config)
         except (ModelLoadError, ConfigError) as e:
+            release_accelerator_memory()  # what a half-loaded model allocated
             return self._fail("activate", e)
         except Exception as e:  # reported, not swallowed: the node goes to errorprocessing
+            release_accelerator_memory()
             return self._error("activate", e)
         with self._lock:
             self._runtime = PlannerRuntime(config, planner, RosClock(self))
