@@ -31,10 +31,11 @@ from blockplan.bags import (
 )
 from blockplan.config import PlannerConfig
 from blockplan.replay.metrics import replay_metrics
-from blockplan.replay.publish import OutputPublisher, reasoning_record
+from blockplan.replay.publish import OutputPublisher
 from blockplan.replay.record import ReplayLog
 from blockplan.replay.topics import InputTopics, resolve_topics
 from blockplan.replay.truth import RecordedPath
+from blockplan.ros.outputs import reasoning_record
 from blockplan.runtime import Planner, PlannerRuntime, RuntimeLimits, TickOutput, VirtualClock
 from blockplan.types import EgoState, seconds_to_ns
 
