@@ -6,8 +6,9 @@ the `constant-velocity` baseline. On the vehicle a model folder must carry `mani
 the engine checks every file's sha256 against it while loading, so a folder without one is
 refused rather than loaded unchecked.
 
-This mirrors `blockplan.replay.planners` without importing `blockplan.replay`, whose package
-pulls in the report and plotting stack (matplotlib) that a vehicle does not need.
+Replay resolves `--model` through the same `load_model` (without requiring a manifest); it
+lives here, not in `blockplan.replay`, whose package pulls in the report and plotting stack
+(matplotlib) that a vehicle does not need.
 """
 
 from __future__ import annotations
@@ -35,29 +36,32 @@ class ModelLoadError(RuntimeError):
     """The configured model cannot be loaded or fails its warm-up; the message says why."""
 
 
-def resolve_model_dir(model: str) -> Path:
-    """`model` as given, or relative to the package root (where models/ is installed)."""
+def resolve_model_dir(model: str, where: str = "model.dir") -> Path:
+    """`model` as given, or relative to the package root (where models/ is installed).
+    `where` names the setting in errors (`model.dir`, `--model`)."""
     for folder in (Path(model), package_root() / model):
         if folder.is_dir():
             return folder
     raise ModelLoadError(
-        f"model.dir={model!r}: no such model folder (nor under {package_root()}); other "
+        f"{where}={model!r}: no such model folder (nor under {package_root()}); other "
         f"choices: {sorted(BASELINES)} or {RANDOM_INIT}[:PRESET]"
     )
 
 
-def load_verified_planner(config: PlannerConfig) -> Planner:
-    """The planner for `config.model.dir`. A model folder must have a manifest, which loading
-    verifies (sha256 of every file). Raises ModelLoadError saying why it cannot load."""
-    model = config.model.dir
+def load_model(
+    model: str, config: PlannerConfig, where: str = "model.dir", require_manifest: bool = True
+) -> Planner:
+    """The planner `model` names (a baseline, random-init[:PRESET] or a folder). A folder's
+    manifest is verified while loading (sha256 of every file); with `require_manifest` a
+    folder without one is refused. Raises ModelLoadError saying why it cannot load."""
     if model in BASELINES:
         return BASELINES[model]()
     folder = None
     if not (model == RANDOM_INIT or model.startswith(f"{RANDOM_INIT}:")):
-        folder = resolve_model_dir(model)
-        if not (folder / MANIFEST_NAME).is_file():
+        folder = resolve_model_dir(model, where)
+        if require_manifest and not (folder / MANIFEST_NAME).is_file():
             raise ModelLoadError(
-                f"model.dir={model!r}: {folder} has no {MANIFEST_NAME}; the node only runs "
+                f"{where}={model!r}: {folder} has no {MANIFEST_NAME}; the node only runs "
                 "models whose checksums it can verify"
             )
     try:
@@ -67,7 +71,12 @@ def load_verified_planner(config: PlannerConfig) -> Planner:
             return EnginePlanner.random_init(model.partition(":")[2] or "tiny", config)
         return EnginePlanner.from_folder(folder, config)
     except (ImportError, ValueError, OSError) as e:  # WeightsError, PlannerSetupError, I/O
-        raise ModelLoadError(f"model.dir={model!r}: {type(e).__name__}: {e}") from e
+        raise ModelLoadError(f"{where}={model!r}: {type(e).__name__}: {e}") from e
+
+
+def load_verified_planner(config: PlannerConfig) -> Planner:
+    """The node's planner: `model.dir` with its manifest required and verified."""
+    return load_model(config.model.dir, config)
 
 
 def warmup_observation(config: PlannerConfig, shape: tuple[int, int] = WARMUP_IMAGE_SHAPE):
