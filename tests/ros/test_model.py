@@ -7,6 +7,7 @@ import pytest
 from blockplan.config import PlannerConfig, config_from_params, config_to_params
 from blockplan.ros.model import (
     ModelLoadError,
+    load_model,
     load_verified_planner,
     release_accelerator_memory,
     warm_up,
@@ -68,6 +69,18 @@ def test_a_folder_without_a_manifest_is_refused(model_folder, tmp_path):
             (copy / f.name).write_bytes(f.read_bytes())
     with pytest.raises(ModelLoadError, match="manifest.json"):
         load_verified_planner(_config(str(copy)))
+
+
+def test_replay_may_load_a_folder_without_a_manifest(model_folder, tmp_path):
+    copy = tmp_path / "unverified"
+    copy.mkdir()
+    for f in model_folder.iterdir():
+        if f.name != "manifest.json":
+            (copy / f.name).write_bytes(f.read_bytes())
+    config = _config(str(copy))
+    assert hasattr(load_model(str(copy), config, "--model", require_manifest=False), "plan")
+    with pytest.raises(ModelLoadError, match=r"^--model="):
+        load_model(str(tmp_path / "nope"), config, "--model", require_manifest=False)
 
 
 def test_a_corrupt_file_fails_its_checksum(model_folder, tmp_path):
