@@ -265,12 +265,8 @@ class PlannerNode(Node):
         with self._lock:  # waits for a running tick; later ticks find no runtime
             for timer in self._loop_timers:
                 self.destroy_timer(timer)
-            runtime, self._runtime, self._messages, self._loop_timers = (
-                self._runtime,
-                None,
-                None,
-                [],
-            )
+            runtime = self._runtime
+            self._runtime, self._messages, self._loop_timers = None, None, []
         if runtime is not None:
             runtime.close()  # joins the inference worker
             del runtime
