@@ -18,6 +18,7 @@ from blockplan import __version__
 
 # Subcommands in the order `--help` lists them: name -> module under blockplan.commands.
 COMMANDS: dict[str, str] = {
+    "demo": "demo",
     "simulate": "simulate",
     "dataset": "dataset",
     "replay": "replay",
@@ -28,6 +29,7 @@ COMMANDS: dict[str, str] = {
 
 # One-line help per command, kept here so `--help` imports no command module.
 COMMAND_HELP: dict[str, str] = {
+    "demo": "simulate a short scenario, replay it with the shipped model, write the report",
     "simulate": "simulate a highway-env episode with the expert and write a ROS 2 bag",
     "dataset": "generate a sharded train/val/test data set (and a Fast-dDrive JSON export)",
     "replay": "replay a ROS 2 bag through the control loop: plans.mcap, metrics.json, report.html",

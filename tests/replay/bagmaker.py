@@ -18,8 +18,9 @@ from blockplan.bags import (
     encode_compressed_image,
     encode_image,
     static_frames_to_tf,
+    trajectory_to_path,
 )
-from blockplan.types import EgoState
+from blockplan.types import EgoState, Trajectory
 
 NS = TypestoreMessages()
 CAMERAS = ("front_left", "front", "front_right", "rear")
@@ -43,6 +44,7 @@ class BagSpec:
     nan_odometry_at: set[int] = field(default_factory=set)
     loop_after_s: float | None = None  # stamps jump back to the start (bag loop)
     with_tf: bool = True
+    with_ground_truth: bool = False  # /ground_truth/future_path at every camera tick
 
 
 def ego_at(t: float, spec: BagSpec) -> EgoState:
@@ -59,6 +61,22 @@ def _image(i: int, cam: int, size: tuple[int, int]) -> np.ndarray:
     yy, xx = np.mgrid[0:h, 0:w]
     img = np.stack([(xx * 8 + i * 5) % 256, (yy * 8 + cam * 60) % 256, (xx + yy + i) % 256], -1)
     return img.astype(np.uint8)
+
+
+def _future_path(t: float, spec: BagSpec):
+    """The true future at t + 0.25 … 5 s in the ego frame at t, as nav_msgs/Path."""
+    now = ego_at(t, spec)
+    c, s = math.cos(now.yaw), math.sin(now.yaw)
+    times = 0.25 * np.arange(1, 21)
+    xs, ys = [], []
+    for dt in times:
+        future = ego_at(t + dt, spec)
+        dx, dy = future.x - now.x, future.y - now.y
+        xs.append(c * dx + s * dy)
+        ys.append(-s * dx + c * dy)
+    z = np.zeros(20)
+    traj = Trajectory(now.stamp_ns, times, np.array(xs), np.array(ys), z, z, z, z)
+    return trajectory_to_path(NS, traj)
 
 
 def make_bag(path: Path, spec: BagSpec | None = None, storage: str = "mcap") -> Path:
@@ -80,6 +98,8 @@ def make_bag(path: Path, spec: BagSpec | None = None, storage: str = "mcap") -> 
             bag.write("/odom", ego_to_odometry(NS, ego), log_time)
             if spec.with_tf and i not in spec.nan_odometry_at:
                 bag.write("/tf", ego_to_tf(NS, ego), log_time)
+            if spec.with_ground_truth:
+                bag.write("/ground_truth/future_path", _future_path(lap_t, spec), log_time)
             for c, cam in enumerate(spec.cameras):
                 if cam == spec.silent_camera and t >= spec.silent_after_s:
                     continue

@@ -76,6 +76,17 @@ def test_curve_metrics_and_measured_timing(tmp_path: Path) -> None:
     assert m["timing"] == "measured"
 
 
+def test_ground_truth_topic_scores_every_plan(tmp_path: Path) -> None:
+    spec = BagSpec(duration_s=4.0, curvature=0.02, speed=6.0, with_ground_truth=True)
+    outputs = _replay(tmp_path, spec)
+    m = outputs.metrics
+    # Odometry covers no 5 s future in a 4 s bag; the recorded paths do, for every plan.
+    assert m["ground_truth"] == "/ground_truth/future_path"
+    assert m["evaluated_plans"] == m["plans"] >= 35
+    assert m["l2_1s"] == pytest.approx(0.5 * 36 * 0.02, rel=0.1)
+    assert len(_decoded(outputs.plans_bag, "/ground_truth/future_path")) == 40
+
+
 def _fallback_or_degraded(outputs) -> bool:
     degraded = [
         json.loads(d.data)["is_degraded"]
@@ -134,6 +145,10 @@ def test_bag_loop_time_jump(tmp_path: Path) -> None:
     m = outputs.metrics
     assert m["counters"]["time_jumps"] == 1
     _check_output_bag(outputs, 78)
+    loop_status = []
+    for _, msg in _decoded(outputs.plans_bag, "/diagnostics"):
+        loop_status += [s for s in diagnostics_from_msg(msg) if s["name"].endswith("control loop")]
+    assert loop_status[-1]["values"]["time_jumps"] == "1"
     stamps = [p.header.stamp.sec for _, p in _decoded(outputs.plans_bag, "/planning/trajectory")]
     assert min(np.diff(stamps)) < -2  # the published stamps follow the loop back
     log_times = [t for t, _ in _decoded(outputs.plans_bag, "/planning/trajectory")]

@@ -74,3 +74,22 @@ def test_health_counts_and_percentiles() -> None:
     lat = health.latencies_ms()["inference"]
     assert lat["p50"] == pytest.approx(150.5) and lat["max"] == 200.0
     assert percentiles_ms([]) == {"p50": None, "p99": None, "max": None}
+
+
+def test_drain_accounts_for_a_plan_still_in_flight() -> None:
+    from blockplan.config import PlannerConfig
+    from blockplan.runtime import PlannerRuntime, VirtualClock
+
+    clock = VirtualClock(10**9)
+    stopwatch = Stopwatch(30_000 * MS)  # every planner call "takes" 30 s
+    runtime = PlannerRuntime(
+        PlannerConfig(), ConstantVelocityPlanner(), clock, "measured", stopwatch=stopwatch
+    )
+    for cam in runtime.config.camera_names:
+        runtime.on_frame(CameraFrame(cam, 10**9, np.zeros((2, 2, 3), np.uint8)))
+    runtime.on_odometry(EgoState(10**9, 0.0, 0.0, 0.0, 4.0))
+    assert runtime.tick().is_requested
+    assert runtime.drain() == 1
+    metrics = runtime.metrics()
+    assert metrics["unfinished_plans"] == 1 and metrics["plans"] == 0
+    assert metrics["latency_ms"]["p50"] == 30_000.0

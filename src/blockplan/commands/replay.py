@@ -54,6 +54,8 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
         )
     else:
         lines.append("  no recorded future path long enough for displacement metrics")
+    if m["counters"].get("unfinished_plans"):
+        lines.append("  a plan was still being computed when the bag ended (latency counted)")
     if m.get("missing_camera_topics"):
         lines.append(f"  missing camera topics: {', '.join(m['missing_camera_topics'])}")
     lines += [

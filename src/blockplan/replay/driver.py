@@ -27,15 +27,18 @@ from blockplan.bags import (
     image_msg_to_frame,
     odometry_to_ego,
     open_bag_reader,
+    path_to_arrays,
     time_to_ns,
 )
+from blockplan.bags.tick import reasoning_record
 from blockplan.config import PlannerConfig
 from blockplan.replay.metrics import replay_metrics
-from blockplan.replay.publish import OutputPublisher, reasoning_record
+from blockplan.replay.publish import OutputPublisher
 from blockplan.replay.record import ReplayLog
 from blockplan.replay.topics import InputTopics, resolve_topics
-from blockplan.replay.truth import RecordedPath
+from blockplan.replay.truth import GroundTruthPaths, RecordedPath
 from blockplan.runtime import Planner, PlannerRuntime, RuntimeLimits, TickOutput, VirtualClock
+from blockplan.sim.topics import GT_PATH_TOPIC
 from blockplan.types import EgoState, seconds_to_ns
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,7 @@ log = logging.getLogger(__name__)
 # A forward gap in the inputs longer than this is skipped rather than ticked through.
 MAX_TICKED_GAP_S = 60.0
 DIAGNOSTICS_PERIOD_S = 1.0
+GROUND_TRUTH_PREFIX = "/ground_truth/"
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,21 @@ def _read_odometry_segments(reader, topic: str | None, jump_ns: int) -> list[Rec
     return [RecordedPath(s) for s in segments]
 
 
+def _read_ground_truth(reader) -> GroundTruthPaths | None:
+    """The bag's recorded future paths (ego frame at t0), when it has them."""
+    summary = reader.topics.get(GT_PATH_TOPIC)
+    if summary is None or summary.msgtype != "nav_msgs/msg/Path":
+        return None
+    paths = {}
+    for record in reader.records([GT_PATH_TOPIC]):
+        try:
+            stamp, t, xy, _ = path_to_arrays(reader.deserialize(record))
+        except BagError:
+            continue
+        paths[stamp] = (t, xy)
+    return GroundTruthPaths(paths)
+
+
 class _Replayer:
     def __init__(
         self,
@@ -81,9 +100,10 @@ class _Replayer:
         clock: VirtualClock,
         publisher: OutputPublisher,
         paths: list[RecordedPath],
+        ground_truth: GroundTruthPaths | None,
     ) -> None:
         self.reader, self.topics, self.runtime, self.clock = reader, topics, runtime, clock
-        self.publisher, self.paths = publisher, paths
+        self.publisher, self.paths, self.ground_truth = publisher, paths, ground_truth
         self.period_ns = runtime.period_ns
         self.jump_ns = seconds_to_ns(runtime.limits.time_jump_s)
         self.gap_ns = seconds_to_ns(MAX_TICKED_GAP_S)
@@ -113,7 +133,7 @@ class _Replayer:
 
     def on_tick(self, out: TickOutput, log_time: int) -> None:
         self.publisher.tick(out, log_time)
-        path = self.paths[min(self.segment, len(self.paths) - 1)]
+        path = self.ground_truth or self.paths[min(self.segment, len(self.paths) - 1)]
         for accepted in out.new_plans:
             truth = path.future(accepted.stamp_ns, accepted.pose, accepted.trajectory.t)
             self.log.add_plan(accepted, reasoning_record(accepted), truth)
@@ -123,6 +143,8 @@ class _Replayer:
 
     def ingest(self, record: BagRecord) -> None:
         self.publisher.copy_input(record)
+        if record.topic.startswith(GROUND_TRUTH_PREFIX):
+            return
         try:
             msg = self.reader.deserialize(record)
         except BagError as e:
@@ -180,18 +202,21 @@ def replay_bag(
         for missing in topics.missing_cameras:
             log.warning("camera topic %s is not in the bag: that camera stays missing", missing)
         paths = _read_odometry_segments(reader, topics.odometry, seconds_to_ns(limits.time_jump_s))
-        total = sum(reader.topics[t].num_messages for t in topics.all)
+        ground_truth = _read_ground_truth(reader)
+        # Ground truth is not an input, but copied so the output bag shows it too.
+        copied = tuple(t for t in reader.topics if t.startswith(GROUND_TRUTH_PREFIX))
+        total = sum(reader.topics[t].num_messages for t in topics.all + copied)
         clock = VirtualClock()
         runtime = PlannerRuntime(config, planner, clock, timing, limits)
         try:
             with BagWriter(plans_bag, typestore=reader.typestore) as writer:
-                replayer = _Replayer(
-                    reader, topics, runtime, clock, OutputPublisher(writer, config), paths
-                )
-                for i, record in enumerate(reader.records(topics.all)):
+                publisher = OutputPublisher(writer, config)
+                replayer = _Replayer(reader, topics, runtime, clock, publisher, paths, ground_truth)
+                for i, record in enumerate(reader.records(topics.all + copied)):
                     replayer.ingest(record)
                     if progress is not None:
                         progress(i + 1, total)
+                runtime.drain()
         finally:
             runtime.close()
     metrics = replay_metrics(
@@ -202,5 +227,6 @@ def replay_bag(
         bag=str(bag),
         camera_topics=sorted(topics.cameras),
         missing_camera_topics=list(topics.missing_cameras),
+        ground_truth=GT_PATH_TOPIC if ground_truth else "recorded odometry",
     )
     return ReplayResult(metrics, replayer.log, topics, plans_bag)

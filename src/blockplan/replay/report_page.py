@@ -30,6 +30,7 @@ table{border-collapse:collapse;font-size:13px} td{padding:2px 8px;border-bottom:
 <div class="row" style="margin-top:10px">
  <div class="card"><h2>Bird's-eye (ego frame at the plan's t0; x forward = up)</h2>
   <canvas id="bev" width="440" height="440"></canvas>
+  <div><label><input type="checkbox" id="zoom"> lateral ×5</label></div>
   <div class="legend"><span><i class="sw" style="background:#1565c0"></i>plan</span>
   <span><i class="sw" style="background:#90a4ae"></i>rollouts</span>
   <span><i class="sw" style="background:#2e7d32"></i>recorded future</span>
@@ -67,20 +68,26 @@ function bev(tick){
   const lines = [];
   if (plan){
     for (const r of plan.rollouts) lines.push({p:r, col:"rgba(96,125,139,0.55)", w:1});
-    if (plan.truth) lines.push({p:plan.truth, col:"#2e7d32", w:2.5, dash:[6,4]});
     lines.push({p:plan.xy, col:"#1565c0", w:3});
   }
   lines.push({p:tick.pub, col:"#ef6c00", w:2});
-  let r = 10;
-  for (const l of lines) for (const q of l.p) r = Math.max(r, Math.abs(q[0])*1.1, Math.abs(q[1])*1.1);
-  const s = (c.height/2 - 10)/r, cx = c.width/2, cy = c.height/2;
-  const X = (q)=>cx - q[1]*s, Y = (q)=>cy - q[0]*s;
-  g.strokeStyle="#eee"; g.lineWidth=1;
-  const step = r > 60 ? 20 : r > 25 ? 10 : 5;
-  for (let v=-Math.ceil(r/step)*step; v<=r; v+=step){
-    g.beginPath(); g.moveTo(X([v,-r]),Y([v,-r])); g.lineTo(X([v,r]),Y([v,r])); g.stroke();
-    g.beginPath(); g.moveTo(X([-r,v]),Y([-r,v])); g.lineTo(X([r,v]),Y([r,v])); g.stroke();
+  if (plan && plan.truth) lines.push({p:plan.truth, col:"#2e7d32", w:2.5, dash:[6,4]});
+  // Forward (x) fills the height with the ego near the bottom; lateral (y) may be zoomed.
+  let xmin = -2, xmax = 10, ymax = 3;
+  for (const l of lines) for (const q of l.p){
+    xmin = Math.min(xmin, q[0]); xmax = Math.max(xmax, q[0]); ymax = Math.max(ymax, Math.abs(q[1]));
   }
+  const zoom = $("zoom").checked ? 5 : 1;
+  const pad = 0.08*(xmax - xmin);
+  const s = (c.height - 20)/(xmax - xmin + 2*pad);
+  const sy = Math.min(s*zoom, (c.width/2 - 10)/ymax);
+  const X = (q)=>c.width/2 - q[1]*sy, Y = (q)=>c.height - 10 - (q[0] - xmin + pad)*s;
+  g.strokeStyle="#eee"; g.lineWidth=1;
+  const step = xmax - xmin > 120 ? 20 : xmax - xmin > 50 ? 10 : 5;
+  for (let v = Math.floor(xmin/step)*step; v <= xmax + pad; v += step){
+    g.beginPath(); g.moveTo(0,Y([v,0])); g.lineTo(c.width,Y([v,0])); g.stroke();
+  }
+  g.strokeStyle="#ddd"; g.beginPath(); g.moveTo(X([0,0]),0); g.lineTo(X([0,0]),c.height); g.stroke();
   for (const l of lines){
     g.strokeStyle=l.col; g.lineWidth=l.w; g.setLineDash(l.dash||[]);
     g.beginPath(); g.moveTo(X([0,0]),Y([0,0]));
@@ -88,8 +95,8 @@ function bev(tick){
     g.stroke();
   }
   g.setLineDash([]); g.fillStyle="#333";
-  g.fillRect(cx-0.9*s, cy-2.2*s, 1.8*s, 4.4*s);
-  g.fillText(step+" m grid", 6, c.height-6);
+  g.fillRect(X([0,0.9]), Y([2.2,0]), 1.8*sy, 4.4*s);
+  g.fillText(step+" m between lines"+(sy > s*1.01 ? "; lateral x"+(sy/s).toFixed(1) : ""), 6, 12);
 }
 
 function latency(tick){
@@ -142,12 +149,15 @@ function show(i){
 
 slider.max = Math.max(0, D.ticks.length-1);
 slider.addEventListener("input", ()=>show(Number(slider.value)));
+$("zoom").addEventListener("change", ()=>show(Number(slider.value)));
 summary();
-const m = location.hash.match(/^#t=(\d+)$/);
+const m = location.hash.match(/^#t=(\d+)(z?)$/);
 slider.value = m ? m[1] : 0;
+$("zoom").checked = Boolean(m && m[2]);
 show(Number(slider.value));
 if (location.hash === "#selftest"){
   for (let i = 0; i < D.ticks.length; i++){ slider.value = i; slider.dispatchEvent(new Event("input")); }
+  $("zoom").checked = true; $("zoom").dispatchEvent(new Event("change"));
   document.title = "selftest ok " + D.ticks.length;
   console.log(document.title);
 }

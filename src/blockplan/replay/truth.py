@@ -41,3 +41,31 @@ class RecordedPath:
         x = np.interp(rel, base, self.xy[:, 0])
         y = np.interp(rel, base, self.xy[:, 1])
         return pose.inverse().transform_points(np.stack([x, y], axis=-1))
+
+
+class GroundTruthPaths:
+    """Ground truth recorded as nav_msgs/Path messages in the ego frame at t0, one per t0
+    (the simulator's /ground_truth/future_path). Looked up by the plan's stamp."""
+
+    def __init__(self, paths: dict[int, tuple[np.ndarray, np.ndarray]], tolerance_ns: int = 0):
+        self.paths = paths  # stamp_ns -> (t (P,), xy (P, 2))
+        self.tolerance_ns = tolerance_ns
+        self._stamps = np.array(sorted(paths), dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def future(self, t0_ns: int, pose: Pose2D, times_s: np.ndarray) -> np.ndarray | None:
+        """(P, 2) ground-truth positions at `times_s` (ego frame at t0; `pose` is unused: the
+        recorded paths are already in that frame), or None without a path at t0."""
+        if not len(self._stamps):
+            return None
+        i = int(np.clip(np.searchsorted(self._stamps, t0_ns), 0, len(self._stamps) - 1))
+        near = min((i, max(i - 1, 0)), key=lambda k: abs(int(self._stamps[k]) - t0_ns))
+        if abs(int(self._stamps[near]) - t0_ns) > self.tolerance_ns:
+            return None
+        t, xy = self.paths[int(self._stamps[near])]
+        times_s = np.asarray(times_s, dtype=np.float64)
+        if len(t) < 2 or times_s[0] < t[0] - 1e-9 or times_s[-1] > t[-1] + 1e-9:
+            return None
+        return np.stack([np.interp(times_s, t, xy[:, 0]), np.interp(times_s, t, xy[:, 1])], -1)

@@ -32,6 +32,7 @@ COUNTERS = (
     "padded_windows",
     "time_jumps",
     "discarded_results",
+    "unfinished_plans",
 )
 
 

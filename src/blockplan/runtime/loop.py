@@ -293,5 +293,15 @@ class PlannerRuntime:
             "plan_age_ms": latencies["plan_age"],
         }
 
+    def drain(self) -> int:
+        """At the end of a replay: account for a plan still in flight (its latency and an
+        `unfinished_plans` count; it is never published). Returns how many there were."""
+        with self._lock:
+            pending = self.worker.poll(2**62)
+            for result in pending:
+                self.health.record_latency("inference", result.latency_ns)
+                self.health.count("unfinished_plans")
+            return len(pending)
+
     def close(self) -> None:
         self.worker.close()
