@@ -1,0 +1,72 @@
+"""`blockplan bench --streaming`: the streaming-prefill part of the bench command.
+
+Kept apart from `bench.py` so the decoding bench and this one change independently. Writes
+`{"streaming": {"prefill_cost_ratio", "max_abs_logit_diff", "ticks", ...}}` (see
+`engine/streaming_bench.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from blockplan.config import PlannerConfig
+from blockplan.model.config import ModelConfigError
+
+
+def add_streaming_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("streaming (--streaming)")
+    group.add_argument(
+        "--streaming",
+        action="store_true",
+        help="bench the streaming frame window (streamed vs full encode + prefill) instead",
+    )
+    group.add_argument("--ticks", type=int, default=50, help="stream ticks (default 50)")
+    group.add_argument(
+        "--plans", type=int, default=5, help="ticks also planned both ways (drift, latency)"
+    )
+    group.add_argument(
+        "--frames", type=int, default=4, help="T frames per camera for --random-init (default 4)"
+    )
+
+
+def run_streaming(args: argparse.Namespace, config: PlannerConfig) -> int:
+    from blockplan.engine.planner import Planner
+    from blockplan.engine.streaming_bench import run_streaming_bench
+
+    if args.ticks < 2 or args.plans < 0 or args.frames < 1:
+        print("error: --ticks must be >= 2, --plans >= 0, --frames >= 1", file=sys.stderr)
+        return 2
+    if args.model:
+        folder = Path(args.model)
+        try:
+            frames = int(json.loads((folder / "config.json").read_text())["num_frames"])
+        except (OSError, KeyError, ValueError) as e:
+            print(f"error: {folder}/config.json: {e}", file=sys.stderr)
+            return 1
+    else:
+        frames = args.frames
+    config = dataclasses.replace(
+        config, frame_window=dataclasses.replace(config.frame_window, num_frames=frames)
+    )
+    try:
+        if args.model:
+            planner = Planner.from_folder(Path(args.model), config)
+            source = str(args.model)
+        else:
+            planner = Planner.random_init(args.random_init, config, seed=args.seed)
+            source = f"random-init {args.random_init}"
+    except ModelConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    report = run_streaming_bench(planner, args.ticks, args.plans)
+    report["streaming"]["model"] = source
+    report["streaming"]["dtype"] = config.model.dtype
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 0
