@@ -29,6 +29,12 @@ def add_streaming_arguments(parser: argparse.ArgumentParser) -> None:
         "--plans", type=int, default=5, help="ticks also planned both ways (drift, latency)"
     )
     group.add_argument(
+        "--image-size",
+        default="90x160",
+        metavar="HxW",
+        help="camera image size of the stream (default 90x160; the model resizes)",
+    )
+    group.add_argument(
         "--frames", type=int, default=4, help="T frames per camera for --random-init (default 4)"
     )
 
@@ -37,8 +43,15 @@ def run_streaming(args: argparse.Namespace, config: PlannerConfig) -> int:
     from blockplan.engine.planner import Planner
     from blockplan.engine.streaming_bench import run_streaming_bench
 
-    if args.ticks < 2 or args.plans < 0 or args.frames < 1:
-        print("error: --ticks must be >= 2, --plans >= 0, --frames >= 1", file=sys.stderr)
+    try:
+        height, width = (int(v) for v in args.image_size.lower().split("x"))
+    except ValueError:
+        height = width = 0
+    if args.ticks < 2 or args.plans < 0 or args.frames < 1 or min(height, width) < 8:
+        print(
+            "error: --ticks must be >= 2, --plans >= 0, --frames >= 1, --image-size HxW >= 8",
+            file=sys.stderr,
+        )
         return 2
     if args.model:
         folder = Path(args.model)
@@ -62,7 +75,7 @@ def run_streaming(args: argparse.Namespace, config: PlannerConfig) -> int:
     except ModelConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    report = run_streaming_bench(planner, args.ticks, args.plans)
+    report = run_streaming_bench(planner, args.ticks, args.plans, image_size=(height, width))
     report["streaming"]["model"] = source
     report["streaming"]["dtype"] = config.model.dtype
     text = json.dumps(report, indent=2)

@@ -47,16 +47,20 @@ def twin_planners(planner: Planner) -> tuple[Planner, Planner]:
 
 
 @torch.no_grad()
-def prefill_logits(planner: Planner, observation: Observation) -> tuple[torch.Tensor, float]:
+def prefill_logits(
+    planner: Planner, observation: Observation
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Encode + prefill one observation the planner's way (streamed when it streams); return
     logits (1 + A, V) — the first answer slot's, then a teacher-forced pass over the scaffold's
-    answer tokens — and the encode + prefill wall time in ms."""
+    answer tokens — and the wall times in ms of `encode` (images → visual tokens) and
+    `prefill` (prompt embeddings and the prompt's K/V)."""
     t0 = time.perf_counter()
     if planner.vision_cache is not None:
         planner.check_frames(observation)
         visual = planner.vision_cache(observation.frames, planner.dtype)  # (K*T, G, W)
     else:
         visual = planner.model.visual(planner.images(observation))  # (K*T, G, W)
+    t1 = time.perf_counter()
     layout = planner.render(observation)
     ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long)
     embeds = planner.model.embed_prompt(ids, layout.image_spans, visual)  # (1, P, W)
@@ -65,12 +69,13 @@ def prefill_logits(planner: Planner, observation: Observation) -> tuple[torch.Te
     ctx = DecodeContext(planner.model, cache, planner.scaffold, P)
     run = planner.streamer.bind(observation.frames) if planner.streamer else full_prefill
     state = run(ctx, embeds, planner.prompt_mask)
-    elapsed_ms = (time.perf_counter() - t0) * 1e3
+    t2 = time.perf_counter()
+    times = {"encode": (t1 - t0) * 1e3, "prefill": (t2 - t1) * 1e3}
     answer = torch.tensor(np.asarray(planner.scaffold.token_ids), dtype=torch.long)[None]
     logits = planner.model(
         answer, positions=torch.arange(P, P + A), mask=causal_mask(A, P), cache=cache
     )  # (1, A, V)
-    return torch.cat([state.next_logits, logits[0]]).float(), elapsed_ms
+    return torch.cat([state.next_logits, logits[0]]).float(), times
 
 
 def ade(a: np.ndarray, b: np.ndarray) -> float:
@@ -79,28 +84,40 @@ def ade(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def run_streaming_bench(
-    planner: Planner, ticks: int, plans: int, strategy: str | None = None
+    planner: Planner,
+    ticks: int,
+    plans: int,
+    strategy: str | None = None,
+    image_size: tuple[int, int] = (90, 160),
 ) -> dict[str, Any]:
     """Run the streamed and the full planner over `ticks` ticks (see the module)."""
     if ticks < 2:
         raise ValueError(f"ticks={ticks}: the bench needs >= 2 (the first is a full prefill)")
     stream, full = twin_planners(planner)
     mc = planner.model.config
-    stream_ms, full_ms, diffs = [], [], []
+    times: dict[str, list[dict[str, float]]] = {"streamed": [], "full": []}
+    diffs = []
     for tick in range(ticks):
-        obs = stream_observation(planner.config, tick)
+        obs = stream_observation(planner.config, tick, image_size)
         logits_s, ms_s = prefill_logits(stream, obs)
         logits_f, ms_f = prefill_logits(full, obs)
         diffs.append(float((logits_s - logits_f).abs().max()))
-        if tick:
-            stream_ms.append(ms_s)
-            full_ms.append(ms_f)
+        if tick:  # the steady state: the first tick is a full prefill on both sides
+            times["streamed"].append(ms_s)
+            times["full"].append(ms_f)
+
+    def total(side: str, stages: tuple[str, ...] = ("encode", "prefill")) -> float:
+        return sum(t[s] for t in times[side] for s in stages)
+
+    def median(side: str, stage: str) -> float:
+        return float(np.median([t[stage] for t in times[side]]))
+
     assert stream.streamer is not None and stream.vision_cache is not None  # "on"
     prefill_stats = stream.streamer.stats.as_dict()
     stream.reset_stream()
     same, drift, plan_s, plan_f = 0, [], [], []
     for tick in range(plans):
-        obs = stream_observation(planner.config, tick)
+        obs = stream_observation(planner.config, tick, image_size)
         a, b = stream.decode(obs, strategy), full.decode(obs, strategy)
         same += bool(np.array_equal(a.result.tokens, b.result.tokens))
         drift.append(ade(a.plan.answer.waypoints, b.plan.answer.waypoints))
@@ -111,7 +128,10 @@ def run_streaming_bench(
     streamed_tokens = K * G + len(stream.streamer.text_positions)
     return {
         "streaming": {
-            "prefill_cost_ratio": sum(stream_ms) / sum(full_ms),
+            "prefill_cost_ratio": total("streamed") / total("full"),
+            "encode_cost_ratio": total("streamed", ("encode",)) / total("full", ("encode",)),
+            "prefill_only_cost_ratio": total("streamed", ("prefill",))
+            / total("full", ("prefill",)),
             "max_abs_logit_diff": max(diffs),
             "ticks": ticks,
             "exact": mc.streams_exactly,
@@ -123,10 +143,11 @@ def run_streaming_bench(
             "prompt_tokens": P,
             "prefill_tokens_streamed": streamed_tokens,
             "prefill_token_ratio": streamed_tokens / P,
+            "image_size": list(image_size),
             "images_encoded_per_tick": {"streamed": K, "full": K * T},
-            "encode_prefill_ms": {
-                "streamed_median": float(np.median(stream_ms)),
-                "full_median": float(np.median(full_ms)),
+            "median_ms": {
+                side: {stage: median(side, stage) for stage in ("encode", "prefill")}
+                for side in ("streamed", "full")
             },
             "prefill": prefill_stats,
             "plans": plans,
