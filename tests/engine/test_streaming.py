@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from blockplan.config import CameraConfig, FrameWindowConfig, PlannerConfig
+from blockplan.config import CameraConfig, FrameWindowConfig, ModelConfig, PlannerConfig
 from blockplan.engine.planner import Planner
 from blockplan.engine.stream_sequence import stream_observation
 from blockplan.engine.streaming_bench import (
@@ -128,3 +128,16 @@ def test_bench_report_of_an_exact_model():
     assert report["prefill_token_ratio"] < 1
     with pytest.raises(ValueError, match="ticks"):
         run_streaming_bench(planner, ticks=1, plans=0)
+
+
+def test_exact_in_float64_up_to_rounding():
+    """In float64 the streamed and recomputed logits agree to rounding: the float32 residual
+    (RoPE angles of different absolute positions) is not an approximation of the method."""
+    config = dataclasses.replace(SMALL, model=ModelConfig(dtype="float64"))
+    stream, full = _twins("test-stream", config)
+    for tick in range(4):
+        obs = stream_observation(config, tick)
+        a, _ = prefill_logits(stream, obs)
+        b, _ = prefill_logits(full, obs)
+        assert (a - b).abs().max() <= 1e-10
+    assert stream.streamer.stats.streamed == 3
