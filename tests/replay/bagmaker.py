@@ -42,6 +42,7 @@ class BagSpec:
     bad_length_at: set[int] = field(default_factory=set)  # raw images with a short data
     unknown_encoding_at: set[int] = field(default_factory=set)
     nan_odometry_at: set[int] = field(default_factory=set)
+    unstamped_image_at: set[int] = field(default_factory=set)  # header stamp left at 0
     loop_after_s: float | None = None  # stamps jump back to the start (bag loop)
     with_tf: bool = True
     with_ground_truth: bool = False  # /ground_truth/future_path at every camera tick
@@ -116,5 +117,7 @@ def make_bag(path: Path, spec: BagSpec | None = None, storage: str = "mcap") -> 
                         msg.data = msg.data[:-7].copy()
                     if i in spec.unknown_encoding_at and c == 1:
                         msg.encoding = "bayer_grbg16"
+                    if i in spec.unstamped_image_at and c == 1:
+                        msg.header.stamp.sec, msg.header.stamp.nanosec = 0, 0
                 bag.write(topic, msg, log_time + 1)
     return path
