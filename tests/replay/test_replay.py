@@ -122,8 +122,16 @@ def test_camera_goes_silent(tmp_path: Path) -> None:
         (BagSpec(duration_s=5.0, unknown_encoding_at={15}), "invalid_image", 1),
         (BagSpec(duration_s=5.0, nan_odometry_at={12, 13, 25}), "odometry_nonfinite", 3),
         (BagSpec(duration_s=5.0, unstamped_image_at={5, 6}), "unstamped_image", 2),
+        (BagSpec(duration_s=5.0, corrupt_odometry_at={7, 8, 9}), "corrupt_message", 3),
     ],
-    ids=["corrupt_jpeg", "data_length", "unknown_encoding", "nan_odometry", "unstamped"],
+    ids=[
+        "corrupt_jpeg",
+        "data_length",
+        "unknown_encoding",
+        "nan_odometry",
+        "unstamped",
+        "corrupt_cdr",
+    ],
 )
 def test_bad_inputs_are_counted_and_survived(tmp_path: Path, spec, kind, count) -> None:
     outputs = _replay(tmp_path, spec)

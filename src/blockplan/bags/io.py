@@ -31,6 +31,7 @@ from rosbags.interfaces import (
     QosTime,
 )
 from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterError
+from rosbags.serde import SerdeError
 from rosbags.typesys import get_types_from_idl, get_types_from_msg
 from rosbags.typesys.store import Typestore
 
@@ -243,7 +244,7 @@ class BagReader:
         self._ensure_type(record.msgtype)
         try:
             return self.typestore.deserialize_cdr(record.rawdata, record.msgtype)
-        except (ValueError, IndexError, KeyError, TypeError, AssertionError) as e:
+        except (SerdeError, ValueError, IndexError, KeyError, TypeError, struct.error) as e:
             raise BagError(
                 f"{self.path}: cannot deserialize {record.msgtype} on {record.topic} at "
                 f"{record.log_time_ns} ns: {e!r}"

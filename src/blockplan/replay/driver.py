@@ -207,6 +207,11 @@ def replay_bag(
         topics = resolve_topics(config, reader.topics)
         for missing in topics.missing_cameras:
             log.warning("camera topic %s is not in the bag: that camera stays missing", missing)
+        if topics.odometry is None:
+            log.warning(
+                "no %s in the bag: without odometry every tick publishes the fallback",
+                config.topics.odom,
+            )
         paths = _read_odometry_segments(reader, topics.odometry, seconds_to_ns(limits.time_jump_s))
         ground_truth = _read_ground_truth(reader)
         # Ground truth is not an input, but copied so the output bag shows it too.
@@ -233,6 +238,7 @@ def replay_bag(
         bag=str(bag),
         camera_topics=sorted(topics.cameras),
         missing_camera_topics=list(topics.missing_cameras),
+        odometry_topic=topics.odometry,
         ground_truth=GT_PATH_TOPIC if ground_truth else "recorded odometry",
     )
     return ReplayResult(metrics, replayer.log, topics, plans_bag)
