@@ -61,11 +61,13 @@ def test_colcon_build_installs_the_package(repo_root, tmp_path):
     pkg = install / "blockplan"
     prefix = pkg if pkg.is_dir() else install  # isolated (default) or merged install
     share = prefix / "share" / "blockplan"
-    assert (prefix / "lib" / "blockplan" / "blockplan").is_file()
+    for script in ("blockplan", "planner_node"):  # `ros2 run blockplan <script>` finds these
+        assert (prefix / "lib" / "blockplan" / script).is_file(), script
     assert (share / "package.xml").is_file()
     assert (
         prefix / "share" / "ament_index" / "resource_index" / "packages" / "blockplan"
     ).is_file()
     assert (share / "params" / "planner.yaml").is_file()
+    assert (share / "rviz" / "blockplan.rviz").is_file()
     for launch_file in (repo_root / "launch").glob("*.py"):
         assert (share / "launch" / launch_file.name).is_file()

@@ -7,13 +7,20 @@ import dataclasses
 import numpy as np
 import pytest
 
-from blockplan.config import FrameWindowConfig, ModelConfig, PlannerConfig, RolloutConfig
+from blockplan.config import (
+    DecodingConfig,
+    FrameWindowConfig,
+    ModelConfig,
+    PlannerConfig,
+    RolloutConfig,
+)
 from blockplan.engine.planner import Planner, PlannerSetupError
 from blockplan.schema import SECTION_NAMES
 from blockplan.types import NS_PER_S, CameraFrame, EgoState, Observation
 
 CONFIG = PlannerConfig(
     model=ModelConfig(dtype="float64"),
+    decoding=DecodingConfig(max_denoise_steps=8),  # full diffusion: keep the test short
     rollouts=RolloutConfig(num_rollouts=3, temperature=0.8, seed=1),
     frame_window=FrameWindowConfig(num_frames=2),
 )

@@ -93,3 +93,24 @@ def test_manifest_mismatch_is_an_error(tmp_path):
     )
     with pytest.raises(WeightsError, match="config.json"):
         load_pretrained(tmp_path / "ours")
+
+
+def test_config_errors_name_the_field():
+    from blockplan.model.config import DecoderConfig, ModelConfigError
+
+    base = dict(
+        vocab_size=10,
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+    )
+    with pytest.raises(ModelConfigError, match="num_key_value_heads"):
+        DecoderConfig(**{**base, "num_key_value_heads": 3})
+    with pytest.raises(ModelConfigError, match="hidden_size"):
+        DecoderConfig.from_dict({k: v for k, v in base.items() if k != "hidden_size"})
+    with pytest.raises(ModelConfigError, match="sliding"):
+        DecoderConfig.from_dict({**base, "use_sliding_window": True})
+    config = DecoderConfig.from_dict({**base, "rope_parameters": {"rope_theta": 5e5}})
+    assert config.rope_theta == 5e5

@@ -21,4 +21,4 @@ def short_episode(name: str, seed: int = 1, duration_s: float = 8.0) -> EpisodeL
 
 @pytest.fixture(scope="session")
 def highway_log() -> EpisodeLog:
-    return short_episode("highway", 1, 8.0)
+    return short_episode("highway", 0, 12.0)

@@ -105,3 +105,29 @@ def test_explanations_vary_and_stay_short(highway_log) -> None:
     texts = {label_at(highway_log, t).answer.explanation for t in label_times(highway_log, 0.25)}
     assert len(texts) >= 3
     assert all(len(x.split()) <= MAX_WORDS for x in texts)
+
+
+def test_simulated_lane_changes_and_braking_agree_with_the_motion(highway_log) -> None:
+    """In a real highway episode (seed 0 changes lanes left twice), every meta label agrees
+    with the expert's recorded motion."""
+    labels = [label_at(highway_log, t) for t in label_times(highway_log, 0.25)]
+    lateral = [lab.answer.lateral for lab in labels]
+    assert Lateral.LANE_CHANGE_LEFT in lateral
+    for lab in labels:
+        a, v0 = lab.answer, lab.history[-1].v_x
+        # the highway runs along odom +x, so odom y is the road-relative lateral position
+        # (the ego-frame y of the last waypoint is not: mid-manoeuvre the ego heading is
+        # turned, and 100 m ahead a few degrees are metres)
+        i0, i5 = highway_log.index_at(lab.t0), highway_log.index_at(lab.t0 + 5.0)
+        dy = highway_log.ego[i5, 1] - highway_log.ego[i0, 1]
+        if a.lateral == Lateral.LANE_CHANGE_LEFT:
+            assert dy > 1.5
+        if a.lateral == Lateral.LANE_CHANGE_RIGHT:
+            assert dy < -1.5
+        if a.lateral == Lateral.LANE_FOLLOW:
+            assert abs(dy) < 2.5
+        v3 = lab.future_speed[11]  # t0 + 3 s
+        if a.longitudinal == Longitudinal.DECELERATE:
+            assert v3 < v0 - 0.9
+        if a.longitudinal == Longitudinal.ACCELERATE:
+            assert v3 > v0 + 0.9

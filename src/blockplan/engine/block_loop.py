@@ -166,6 +166,9 @@ def accept(
             token = picker.choose(b, i - 1, allowed)  # slot w+i is predicted at slot w+i-1
             state.tokens[b, w + i] = token
             state.is_known[b, w + i] = True
+            # Accept while AR agrees with the proposal; the first disagreement keeps AR's
+            # token (the correction) and ends the row: slots after it were computed from a
+            # wrong token. If all agree, the last logit is the bonus for position w + W.
             if token != proposed[b][i]:
                 num_exact = min(num_exact, i)  # K/V from slot i on used the wrong token
                 break

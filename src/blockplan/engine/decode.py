@@ -36,6 +36,7 @@ class DecodeOptions:
     num_rollouts: int = 1
     temperature: float = 0.5
     seed: int = 0
+    stream_salt: int = 0  # mixed into the rollout streams (the planner: observation stamp)
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -106,7 +107,7 @@ def decode(
         elif options.strategy == "section_diffusion":
             decode_section_diffusion(ctx, state, options.confidence_threshold)
         else:  # rollouts
-            streams = rollout_streams(options.seed, options.num_rollouts)
+            streams = rollout_streams(options.seed, options.num_rollouts, options.stream_salt)
             picker = SamplingPicker(options.temperature, streams)
             decode_rollouts(ctx, state, picker, options.num_rollouts)
         timings.update(ctx.stats.section_ms)

@@ -71,7 +71,8 @@ class SamplingPicker:
         return int(min(np.searchsorted(cdf, u, side="right"), cdf.shape[0] - 1))
 
 
-def rollout_streams(seed: int, num_rollouts: int) -> list[np.random.Generator]:
-    """Independent, reproducible streams: rollout i uses the i-th child of `seed`."""
-    children = np.random.SeedSequence(seed).spawn(num_rollouts)
+def rollout_streams(seed: int, num_rollouts: int, salt: int = 0) -> list[np.random.Generator]:
+    """Independent, reproducible streams: rollout i uses the i-th child of (seed, salt).
+    The planner salts with the observation stamp, so replays repeat and plans differ."""
+    children = np.random.SeedSequence([seed % 2**64, salt % 2**64]).spawn(num_rollouts)
     return [np.random.default_rng(child) for child in children]

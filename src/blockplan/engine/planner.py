@@ -8,6 +8,7 @@ A parse failure raises the schema's `ScaffoldParseError`; the runtime counts it.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,11 @@ class Planner:
                 f"frame_window.num_frames={config.frame_window.num_frames}: the model was "
                 f"built for {mc.num_frames}"
             )
+        if tokenizer.vocab_size > mc.decoder.vocab_size:
+            raise PlannerSetupError(
+                f"tokenizer vocab_size={tokenizer.vocab_size} exceeds the model's "
+                f"{mc.decoder.vocab_size} embeddings"
+            )
         self.config = config
         self.dtype = DTYPES[config.model.dtype]
         self.model = model.to(self.dtype).eval()
@@ -152,6 +158,7 @@ class Planner:
     def decode(self, observation: Observation, strategy: str | None = None) -> DecodedPlan:
         """Plan with `strategy` (default: the configured one); also return the raw result."""
         options = DecodeOptions.from_config(self.config, strategy)
+        options = dataclasses.replace(options, stream_salt=observation.stamp_ns)
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         visual = self.model.visual(self.images(observation))  # (K*T, G, W)

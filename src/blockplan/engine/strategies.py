@@ -2,12 +2,13 @@
 
 Cached strategies differ only in where a window ends and what fills its unknown slots:
 
-| strategy            | window                          | proposal                         |
-|---------------------|---------------------------------|----------------------------------|
-| `ar`                | known run up to the next unknown | none (one forward per token)     |
-| `scaffold_spec`     | the scaffold block              | one bidirectional draft forward  |
-| `section_diffusion` | the scaffold block              | denoise to full, then commit     |
-| `rollouts`          | `scaffold_spec`, forked N ways at the trajectory, sampled in verify |
+| strategy            | window                           | proposal                        |
+|---------------------|----------------------------------|---------------------------------|
+| `ar`                | known run up to the next unknown | none (one forward per token)    |
+| `scaffold_spec`     | the scaffold block               | one bidirectional draft forward |
+| `section_diffusion` | the scaffold block               | denoise to full, then commit    |
+
+`rollouts` is `scaffold_spec`, forked N ways at the trajectory and sampled in verify.
 
 `full_diffusion` keeps no cache: every step recomputes the prompt and the whole answer.
 """
@@ -20,6 +21,7 @@ from blockplan.engine.block_loop import (
     AnswerState,
     DecodeContext,
     Propose,
+    WindowEnd,
     block_end_at,
     decode_span,
 )
@@ -50,7 +52,9 @@ def token_window(state: AnswerState, w: int, stop: int) -> int:
     return w + 1 + int(unknown[0]) if len(unknown) else stop
 
 
-def block_window(ctx: DecodeContext):
+def block_window(ctx: DecodeContext) -> WindowEnd:
+    """Spec and section diffusion: the rest of the scaffold block holding w."""
+
     def window(state: AnswerState, w: int, stop: int) -> int:
         return min(block_end_at(ctx.scaffold, w), stop)
 

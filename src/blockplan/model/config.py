@@ -67,6 +67,10 @@ class DecoderConfig:
         rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
         if "rope_theta" not in kwargs and "rope_theta" in rope:
             kwargs["rope_theta"] = rope["rope_theta"]
+        if d.get("use_sliding_window"):
+            raise ModelConfigError(
+                "use_sliding_window=true: sliding-window attention is not supported"
+            )
         if rope.get("rope_type", "default") not in ("default", None):
             raise ModelConfigError(f"rope_type={rope['rope_type']!r}: only 'default' is supported")
         missing = sorted(

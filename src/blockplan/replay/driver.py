@@ -31,9 +31,10 @@ from blockplan.bags import (
     path_to_arrays,
     time_to_ns,
 )
+from blockplan.bags.tick import reasoning_record
 from blockplan.config import PlannerConfig
 from blockplan.replay.metrics import replay_metrics
-from blockplan.replay.publish import OutputPublisher, reasoning_record
+from blockplan.replay.publish import OutputPublisher
 from blockplan.replay.record import ReplayLog
 from blockplan.replay.topics import InputTopics, resolve_topics
 from blockplan.replay.truth import GroundTruthPaths, RecordedPath

@@ -5,50 +5,34 @@ initialised model of a preset size, or a named baseline.
 * a folder (as given, or relative to the package root where models/ ships);
 * `random-init` or `random-init:<preset>` — blockplan.engine's Planner with random weights;
 * `constant-velocity` — the baseline of ALGORITHMS.md §9.
+
+The resolution is the live node's (`blockplan.runtime.model.load_model`); a folder's manifest is
+verified when present but not required here.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
-from blockplan.config import PlannerConfig, package_root
+from blockplan.config import PlannerConfig
 from blockplan.replay.topics import ReplayInputError
-from blockplan.runtime import ConstantVelocityPlanner, Planner
+from blockplan.runtime import Planner
+from blockplan.runtime import model as models
 
-BASELINES = {"constant-velocity": ConstantVelocityPlanner}
-RANDOM_INIT = "random-init"
+BASELINES = models.BASELINES
+RANDOM_INIT = models.RANDOM_INIT
 
 
 def resolve_model_dir(model: str) -> Path:
     """`model` as given, or relative to the package root (where models/ is shipped)."""
-    path = Path(model)
-    if path.is_dir():
-        return path
-    shipped = package_root() / model
-    if shipped.is_dir():
-        return shipped
-    raise ReplayInputError(
-        f"--model {model!r}: no such model folder (nor under {package_root()}); "
-        f"other choices: {sorted(BASELINES)} or {RANDOM_INIT}[:PRESET]"
-    )
-
-
-def _engine_planner_class(model: str) -> type:
     try:
-        return importlib.import_module("blockplan.engine.planner").Planner
-    except (ImportError, AttributeError) as e:
-        raise ReplayInputError(
-            f"--model {model}: needs blockplan.engine's Planner, which this build does not "
-            f"have ({e}); use --model constant-velocity"
-        ) from e
+        return models.resolve_model_dir(model, "--model")
+    except models.ModelLoadError as e:
+        raise ReplayInputError(str(e)) from e
 
 
 def load_planner(model: str, config: PlannerConfig) -> Planner:
-    if model in BASELINES:
-        return BASELINES[model]()
-    if model == RANDOM_INIT or model.startswith(f"{RANDOM_INIT}:"):
-        preset = model.partition(":")[2] or "tiny"
-        return _engine_planner_class(model).random_init(preset, config)
-    model_dir = resolve_model_dir(model)
-    return _engine_planner_class(model).from_folder(model_dir, config)
+    try:
+        return models.load_model(model, config, "--model", require_manifest=False)
+    except models.ModelLoadError as e:
+        raise ReplayInputError(str(e)) from e

@@ -159,7 +159,7 @@ def _route_command(log: EpisodeLog, t0: float) -> str:
         return "turn_left"
     if dyaw < -np.radians(45.0):
         return "turn_right"
-    return "lane_follow"
+    return "straight" if log.ego_in_junction[i0 : i1 + 1].any() else "lane_follow"
 
 
 def _situation(log: EpisodeLog, t0: float) -> tuple[dict[str, bool], Situation]:

@@ -78,32 +78,48 @@ def _camera_rays(cam: Camera) -> _CameraRays:
     w = np.clip(elevation / np.radians(35.0), 0.0, 1.0).astype(np.float32)[:, None]
     sky = (1.0 - w) * HAZE + w * ZENITH
     return _CameraRays(
-        cam, ground_idx, ground_xy, 1.0 - fog, fog * HAZE, sky.astype(np.uint8),
+        cam, ground_idx, ground_xy.astype(np.float32), 1.0 - fog, fog * HAZE, sky.astype(np.uint8),
         cam.R_base_from_optical.T,
     )  # fmt: skip
 
 
-def _parts(boxes: list[Box]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+TAIL_LIGHT = (215, 25, 20)
+HEAD_LIGHT = (240, 235, 200)
+FACE_REAR, FACE_FRONT = 3, 5  # indices into _BOX_FACES
+PARTS_PER_VEHICLE, PARTS_PER_OBSTACLE = 7, 2
+
+
+def _parts(boxes: list[Box]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The drawable parts of every box, far-to-near order preserved.
 
     Returns corners (P, 8, 3) in odom (bottom ring FL, RL, RR, FR, then the top ring),
-    colours (P, 3) float32 and is_cabin (P,) bool. A vehicle is a shadow, a body and a glass
-    cabin; an obstacle is a shadow and one box.
+    colours (P, 3) float32, is_cabin (P,) bool and only_face (P,) int (-1: all faces; else
+    the one face a lamp shows). A vehicle is a shadow, a body, a glass cabin and four lamps
+    (thin boxes just outside the body whose outer face alone is drawn, so they never show
+    through the body); an obstacle is a shadow and one box.
     """
-    rows = []  # (x, y, yaw, length, width, z0, z1, x_off, r, g, b, is_cabin)
+    rows = []  # (x, y, yaw, length, width, z0, z1, x_off, y_off, r, g, b, is_cabin, face)
     for b in boxes:
-        rows.append((b.x, b.y, b.yaw, b.length * 1.15, b.width * 1.1, 0.0, 0.02, 0.0, *SHADOW, 0))
+        rows.append((b.x, b.y, b.yaw, b.length * 1.15, b.width * 1.1, 0.0, 0.02, 0.0, 0.0,
+                     *SHADOW, 0, -1))  # fmt: skip
         if b.kind == KIND_VEHICLE:
             top = 0.3 + 0.6 * b.height / 1.5
-            rows.append((b.x, b.y, b.yaw, b.length, b.width, 0.3, top, 0.0, *b.color, 0))
+            rows.append((b.x, b.y, b.yaw, b.length, b.width, 0.3, top, 0.0, 0.0, *b.color, 0, -1))
             rows.append((b.x, b.y, b.yaw, b.length * 0.55, b.width * 0.88, top, b.height,
-                         -0.08 * b.length, *b.color, 1))  # fmt: skip
+                         -0.08 * b.length, 0.0, *b.color, 1, -1))  # fmt: skip
+            lamp_y = b.width / 2 - 0.3
+            for x_off, color, face in ((-b.length / 2 - 0.03, TAIL_LIGHT, FACE_REAR),
+                                       (b.length / 2 + 0.03, HEAD_LIGHT, FACE_FRONT)):  # fmt: skip
+                for y_off in (lamp_y, -lamp_y):
+                    rows.append((b.x, b.y, b.yaw, 0.04, 0.4, top - 0.25, top - 0.08, x_off,
+                                 y_off, *color, 0, face))  # fmt: skip
         else:
-            rows.append((b.x, b.y, b.yaw, b.length, b.width, 0.0, b.height, 0.0, *b.color, 0))
-    a = np.array(rows, dtype=np.float64)  # (P, 12)
+            rows.append((b.x, b.y, b.yaw, b.length, b.width, 0.0, b.height, 0.0, 0.0,
+                         *b.color, 0, -1))  # fmt: skip
+    a = np.array(rows, dtype=np.float64)  # (P, 14)
     hl, hw = a[:, 3:4] / 2.0, a[:, 4:5] / 2.0
     lx = np.concatenate([hl, -hl, -hl, hl], 1) + a[:, 7:8]  # (P, 4) local x of the ring
-    ly = np.concatenate([hw, hw, -hw, -hw], 1)
+    ly = np.concatenate([hw, hw, -hw, -hw], 1) + a[:, 8:9]
     c, s = np.cos(a[:, 2:3]), np.sin(a[:, 2:3])
     wx, wy = a[:, 0:1] + c * lx - s * ly, a[:, 1:2] + s * lx + c * ly  # (P, 4)
     z0, z1 = np.repeat(a[:, 5:6], 4, 1), np.repeat(a[:, 6:7], 4, 1)
@@ -111,7 +127,7 @@ def _parts(boxes: list[Box]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         [np.concatenate([wx, wx], 1), np.concatenate([wy, wy], 1), np.concatenate([z0, z1], 1)],
         -1,
     )  # (P, 8, 3)
-    return corners, a[:, 8:11].astype(np.float32), a[:, 11].astype(bool)
+    return corners, a[:, 9:12].astype(np.float32), a[:, 12].astype(bool), a[:, 13].astype(int)
 
 
 def _clip_near(poly: np.ndarray) -> np.ndarray:
@@ -156,10 +172,11 @@ class RigRenderer:
         hs, ws = cam.height * s, cam.width * s
         ego = snap.ego
         c, si = np.cos(ego.yaw), np.sin(ego.yaw)
-        world = rays.ground_xy @ np.array([[c, si], [-si, c]]) + [ego.x, ego.y]  # (G, 2)
+        rot = np.array([[c, si], [-si, c]], np.float32)
+        world = rays.ground_xy @ rot + np.array([ego.x, ego.y], np.float32)  # (G, 2)
         ground = self.texture.sample(world) * rays.clear + rays.haze  # (G, 3) fogged
         buf = rays.sky.copy()  # (Hs*Ws, 3) uint8
-        buf[rays.ground_idx] = ground.astype(np.uint8)
+        buf[rays.ground_idx] = np.minimum(ground, 255.0).astype(np.uint8)
         img = Image.fromarray(buf.reshape(hs, ws, 3))
         if boxes:
             self._draw_boxes(ImageDraw.Draw(img), rays, snap, boxes)
@@ -176,8 +193,11 @@ class RigRenderer:
         origin = np.array([ego.x, ego.y, 0.0]) + R_base_from_odom.T @ cam.position
         dist = np.array([np.hypot(b.x - origin[0], b.y - origin[1]) for b in boxes])
         order = np.argsort(-dist, kind="stable")  # painter's algorithm: far to near
-        corners, colors, is_cabin = _parts([boxes[i] for i in order])
-        parts_per_box = np.array([3 if boxes[i].kind == KIND_VEHICLE else 2 for i in order])
+        corners, colors, is_cabin, only_face = _parts([boxes[i] for i in order])
+        parts_per_box = np.array(
+            [PARTS_PER_VEHICLE if boxes[i].kind == KIND_VEHICLE else PARTS_PER_OBSTACLE
+             for i in order]
+        )  # fmt: skip
         fog = 1.0 - np.exp(-np.repeat(dist[order], parts_per_box) / FOG_DISTANCE_M)  # (P,)
         pts = (corners - origin) @ R.T  # (P, 8, 3) optical
         z = pts[..., 2]
@@ -188,6 +208,7 @@ class RigRenderer:
         faces = pts[:, _FACE_INDEX]  # (P, 6, 4, 3)
         normals = np.cross(faces[:, :, 1] - faces[:, :, 0], faces[:, :, 2] - faces[:, :, 0])
         visible = np.einsum("pfk,pfk->pf", normals, faces[:, :, 0]) < 0.0  # (P, 6)
+        visible &= (only_face[:, None] < 0) | (only_face[:, None] == np.arange(6))
         normals_world = normals @ R  # optical -> odom (R is orthonormal)
         normals_world /= np.linalg.norm(normals_world, axis=-1, keepdims=True) + 1e-12
         light = 0.55 + 0.45 * np.clip(normals_world @ SUN, 0.0, None)  # (P, 6)

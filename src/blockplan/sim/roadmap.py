@@ -94,8 +94,9 @@ class GroundTexture:
         self.recenter_m = recenter_m
         self.size = int(round(2 * half_size_m / resolution_m))
         rng = np.random.default_rng(seed)
-        # Tileable multiplicative noise, anchored to world coordinates, gives grain.
-        self._noise = (0.9 + 0.2 * rng.random((256, 256, 1))).astype(np.float32)
+        # Tileable multiplicative noise, anchored to world coordinates (the window origin is
+        # snapped to the tile), gives the ground its grain; applied when sampling.
+        self._noise = (0.9 + 0.2 * rng.random((256, 256))).astype(np.float32)
         self.center: np.ndarray | None = None
         self.pixels = np.zeros((self.size, self.size, 3), np.uint8)
         self.num_rasterised = 0
@@ -151,19 +152,17 @@ class GroundTexture:
                         if at[-1] > at[0]:
                             pts = _interp(lane.s, edge, at)
                             draw.line(self._to_px(pts), fill=MARKING_WHITE, width=marking_px)
-        pixels = np.asarray(img, dtype=np.float32)
-        reps = (self.size // 256 + 1, self.size // 256 + 1, 1)
-        pixels *= np.tile(self._noise, reps)[: self.size, : self.size]
-        self.pixels = np.clip(pixels, 0, 255).astype(np.uint8)
+        self.pixels = np.array(img, dtype=np.uint8)
         self.pixels[-1, -1] = GRASS  # the colour looked up for points outside the window
         self._flat = self.pixels.reshape(-1, 3)
         self._grass_index = self.size * self.size - 1
         self.num_rasterised += 1
 
     def sample(self, xy: np.ndarray) -> np.ndarray:
-        """(G, 2) world points -> (G, 3) uint8 colours (grass outside the window)."""
+        """(G, 2) world points -> (G, 3) float32 colours with grain (grass outside)."""
         cols = ((xy[:, 0] - self.x_min) * (1.0 / self.res)).astype(np.int32)
         rows = ((self.y_max - xy[:, 1]) * (1.0 / self.res)).astype(np.int32)
         inside = (cols >= 0) & (cols < self.size) & (rows >= 0) & (rows < self.size)
         flat = np.where(inside, rows * self.size + cols, self._grass_index)
-        return np.take(self._flat, flat, axis=0)
+        grain = self._noise[rows & 255, cols & 255]  # (G,)
+        return np.take(self._flat, flat, axis=0) * grain[:, None]

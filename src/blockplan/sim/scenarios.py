@@ -40,6 +40,10 @@ class Scenario:
     spawn_period_s: float | None = None
     has_junction: bool = False
     warmup_s: float = 2.0  # simulated before t = 0 so the spawn transients settle
+    expert_params: dict[str, float] = field(default_factory=dict)  # IDM/MOBIL overrides
+    traffic_speed_range: tuple[float, float] | None = None  # other vehicles' target speeds
+    vehicles_behind: int = 0  # extra IDM vehicles placed behind the ego (highway-env puts
+    # all its traffic ahead), so the rear camera and the labels see traffic from behind
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -49,9 +53,12 @@ SCENARIOS: dict[str, Scenario] = {
             name="highway",
             env_id="highway-v0",
             description="straight 4-lane highway, dense traffic, MOBIL lane changes",
-            config={"lanes_count": 4, "vehicles_count": 24, "vehicles_density": 1.3},
+            config={"lanes_count": 4, "vehicles_count": 20, "vehicles_density": 1.0},
             ego_speed_range=(25.0, 30.0),
             max_duration_s=300.0,
+            vehicles_behind=6,
+            traffic_speed_range=(16.0, 26.0),
+            expert_params={"LANE_CHANGE_MIN_ACC_GAIN": 0.05, "LANE_CHANGE_DELAY": 0.5},
         ),
         Scenario(
             name="merge",
@@ -133,11 +140,43 @@ def make_env(scenario: Scenario, seed: int) -> Any:
     expert = IDMVehicle.create_from(ego)
     rng = np.random.default_rng([int(seed), 7])
     expert.target_speed = float(rng.uniform(*scenario.ego_speed_range))
+    for key, value in scenario.expert_params.items():  # instance attributes override MOBIL
+        setattr(expert, key, value)
     road = env.road
     road.vehicles[road.vehicles.index(ego)] = expert
     env.controlled_vehicles = [expert]
     env.vehicle = expert
+    _add_vehicles_behind(env, scenario, rng)
+    if scenario.traffic_speed_range is not None:  # mixed speeds: overtaking opportunities
+        for v in road.vehicles:
+            if v is not expert and hasattr(v, "target_speed"):
+                v.target_speed = float(rng.uniform(*scenario.traffic_speed_range))
+                v.speed = min(float(v.speed), v.target_speed + 2.0)
     return env
+
+
+def _add_vehicles_behind(env: Any, scenario: Scenario, rng: np.random.Generator) -> None:
+    """Place `scenario.vehicles_behind` IDM vehicles on random lanes of the ego's road,
+    25-35 m apart behind it (straight multi-lane roads only)."""
+    from highway_env.vehicle.behavior import IDMVehicle
+
+    if scenario.vehicles_behind <= 0:
+        return
+    ego = env.vehicle
+    _from, _to, _ = ego.lane_index
+    num_lanes = len(env.road.network.graph[_from][_to])
+    s_ego = env.road.network.get_lane(ego.lane_index).local_coordinates(ego.position)[0]
+    s = s_ego
+    for _ in range(scenario.vehicles_behind):
+        s -= float(rng.uniform(25.0, 35.0))
+        lane = env.road.network.get_lane((_from, _to, int(rng.integers(num_lanes))))
+        vehicle = IDMVehicle(
+            env.road, lane.position(s, 0.0), heading=lane.heading_at(s),
+            speed=float(rng.uniform(21.0, 27.0)),
+        )  # fmt: skip
+        vehicle.target_speed = vehicle.speed
+        vehicle.randomize_behavior()
+        env.road.vehicles.append(vehicle)
 
 
 def spawn_traffic(env: Any, scenario: Scenario) -> None:

@@ -1,0 +1,86 @@
+"""What the node publishes for a tick, as messages of a message namespace (no rclpy).
+
+The live node passes `ModuleMessages` (rclpy's generated classes); tests pass
+`TypestoreMessages`. The conversions are the ones replay writes into its bags
+(`blockplan.bags`), so what RViz shows live is what the replay report shows.
+
+Per tick: the trajectory (nav_msgs/Path in `base_link`, stamped with the tick time the
+trajectory is stitched to); per plan accepted at that tick: its rollouts (MarkerArray, stamped
+with the plan's observation time t0) and its reasoning (String, JSON).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from blockplan.bags import (
+    MessageNamespace,
+    RolloutMarkerPublisher,
+    diagnostics_to_msg,
+    plan_to_reasoning,
+    string_msg,
+    trajectory_to_path,
+)
+from blockplan.config import PlannerConfig
+from blockplan.runtime import AcceptedPlan, DiagnosticStatusData, TickOutput
+from blockplan.runtime.health import OK
+
+# diagnostic_aggregator and rqt_robot_monitor expect about 1 Hz.
+DIAGNOSTICS_PERIOD_S = 1.0
+
+# Keys of the node's publishers (fields of `TopicsConfig`).
+TRAJECTORY, ROLLOUTS, REASONING, DIAGNOSTICS = "trajectory", "rollouts", "reasoning", "diagnostics"
+
+
+def reasoning_record(accepted: AcceptedPlan) -> dict[str, Any]:
+    """The reasoning JSON of a plan plus what only the runtime knows (latency, degradation)."""
+    return plan_to_reasoning(
+        accepted.plan,
+        {
+            "latency_ms": round(accepted.latency_ns / 1e6, 3),
+            "ready_ns": int(accepted.ready_ns),
+            "is_degraded": bool(accepted.is_degraded),
+        },
+    )
+
+
+class TickMessages:
+    """Turns tick outputs and health into (publisher key, message) pairs."""
+
+    def __init__(self, ns: MessageNamespace, config: PlannerConfig) -> None:
+        self.ns = ns
+        self.frame_id = config.frames.base_link
+        self.markers = RolloutMarkerPublisher(self.frame_id)
+
+    def tick(self, out: TickOutput) -> list[tuple[str, Any]]:
+        messages: list[tuple[str, Any]] = [
+            (TRAJECTORY, trajectory_to_path(self.ns, out.trajectory, self.frame_id))
+        ]
+        for accepted in out.new_plans:
+            markers = self.markers.to_msg(self.ns, accepted.rollouts, accepted.stamp_ns)
+            text = json.dumps(reasoning_record(accepted), separators=(",", ":"))
+            messages += [(ROLLOUTS, markers), (REASONING, string_msg(self.ns, text))]
+        return messages
+
+    def diagnostics(self, statuses: Sequence[DiagnosticStatusData], stamp_ns: int) -> Any:
+        return diagnostics_to_msg(self.ns, stamp_ns, statuses)
+
+
+def model_status(config: PlannerConfig, warmup_ms: float) -> DiagnosticStatusData:
+    """`blockplan: model`: which model and backend the node runs (DESIGN.md §4)."""
+    model, decoding = config.model, config.decoding
+    return DiagnosticStatusData(
+        "blockplan: model",
+        OK,
+        f"{model.dir} on {model.backend} ({model.dtype})",
+        values={
+            "model": model.dir,
+            "backend": model.backend,
+            "dtype": model.dtype,
+            "strategy": decoding.strategy,
+            "num_rollouts": config.rollouts.num_rollouts,
+            "warmup_ms": round(warmup_ms, 3),
+        },
+    )

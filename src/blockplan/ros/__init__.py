@@ -1,0 +1,8 @@
+"""The ROS 2 adapter (DESIGN.md §1): the only code that imports rclpy.
+
+`blockplan.ros.node` holds the rclpy `PlannerNode`; `interfaces` holds the rclpy QoS,
+descriptor and clock glue; `params` (pure Python, tested without ROS) maps the config tree to
+declared parameters. Everything the node does beyond adapting lives in the core and is shared
+with replay: model loading and warm-up in `blockplan.runtime.model`, tick outputs as messages
+in `blockplan.bags.tick`. Importing this package does not import rclpy.
+"""

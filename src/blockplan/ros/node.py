@@ -1,0 +1,338 @@
+"""PlannerNode: the rclpy lifecycle node around the ROS-free `PlannerRuntime` (DESIGN.md §4).
+
+The node only adapts: it converts messages with `blockplan.bags` (through `ModuleMessages`,
+rclpy's generated classes), feeds the runtime, calls its tick from a timer and publishes what
+the tick returns. Planning, stitching, fallback and health all live in the runtime that replay
+exercises.
+
+Lifecycle (as in ros2/demos lifecycle_py):
+* configure: declare the parameters with descriptors (`blockplan.ros.params`), build the config
+  through the mapping `load_config` uses, create the publishers and subscriptions;
+* activate: load the model (checksums verified), warm it up, start the runtime (its inference
+  worker thread) and the control and diagnostics timers, enable the publishers;
+* deactivate: stop the timers and the worker, drop the model, free accelerator memory;
+* cleanup / shutdown / error: release everything.
+A transition that cannot complete logs why and returns FAILURE (the node stays where it was);
+an unexpected exception returns ERROR, also with the reason logged.
+
+Threads: a MultiThreadedExecutor. Camera, odometry and route callbacks share a reentrant group,
+so decoding several cameras never delays a tick; the control and diagnostics timers share a
+mutually exclusive group; lifecycle services use the default group. Inference runs on the
+runtime's worker thread, never in a callback. Timers run on the node's clock, so with
+`use_sim_time` they follow `ros2 bag play --clock`.
+
+Topics from the config are used relative to the node's namespace (`namespace:=car1` gives
+`/car1/planning/trajectory`); `/diagnostics` stays absolute for the diagnostic aggregator.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import rclpy
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.exceptions import InvalidTopicNameException, ParameterException
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.lifecycle import Node, State, TransitionCallbackReturn
+from rclpy.qos import QoSProfile
+
+from blockplan.bags import (
+    ImageDecodeError,
+    MessageFieldError,
+    ModuleMessages,
+    image_msg_to_frame,
+    odometry_to_ego,
+)
+from blockplan.bags.tick import (
+    DIAGNOSTICS,
+    DIAGNOSTICS_PERIOD_S,
+    REASONING,
+    ROLLOUTS,
+    TRAJECTORY,
+    TickMessages,
+    model_status,
+)
+from blockplan.config import DEFAULT_NODE_NAME, ConfigError, PlannerConfig
+from blockplan.ros.interfaces import (
+    CAMERA_QOS,
+    ODOMETRY_QOS,
+    OUTPUT_QOS,
+    ROUTE_QOS,
+    RosClock,
+    parameter_descriptor,
+)
+from blockplan.ros.params import (
+    ParameterSpec,
+    base_parameter_specs,
+    camera_parameter_specs,
+    camera_subscription,
+    config_from_values,
+    node_topic,
+    unknown_parameters,
+)
+from blockplan.runtime import PlannerRuntime
+from blockplan.runtime.model import (
+    ModelLoadError,
+    load_verified_planner,
+    release_accelerator_memory,
+    warm_up,
+)
+
+
+class PlannerNode(Node):
+    """The blockplan planner as a lifecycle node (see the module docstring)."""
+
+    def __init__(self, node_name: str = DEFAULT_NODE_NAME, **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self._ns = ModuleMessages()
+        self._lock = threading.Lock()  # lifecycle transitions vs. timer callbacks
+        self._input_group = ReentrantCallbackGroup()
+        self._control_group = MutuallyExclusiveCallbackGroup()
+        self._declared: dict[str, ParameterSpec] = {}
+        self._is_validating_changes = False
+        self._config: PlannerConfig | None = None
+        self._outputs: dict[str, Any] = {}  # publisher key → lifecycle publisher
+        self._inputs: list[Any] = []  # subscriptions
+        self._loop_timers: list[Any] = []
+        self._runtime: PlannerRuntime | None = None
+        self._messages: TickMessages | None = None
+        self._warmup_ms = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def on_configure(self, state: State) -> TransitionCallbackReturn:
+        try:
+            config = self._read_parameters()
+            self._create_io(config)
+        except (ConfigError, ParameterException, InvalidTopicNameException, MessageFieldError) as e:
+            self._destroy_io()
+            return self._fail("configure", e)
+        except Exception as e:  # reported, not swallowed: the node goes to errorprocessing
+            self._destroy_io()
+            return self._error("configure", e)
+        self._config = config
+        cameras = ", ".join(f"{c.name} ({c.transport})" for c in config.cameras)
+        self.get_logger().info(
+            f"configured: model {config.model.dir}, cameras {cameras}, "
+            f"{config.control.rate_hz:g} Hz"
+        )
+        return super().on_configure(state)
+
+    def on_activate(self, state: State) -> TransitionCallbackReturn:
+        config = self._config
+        assert config is not None, "activate is only reachable from inactive"
+        try:
+            planner = load_verified_planner(config)
+            warmup_ms = warm_up(planner, config)
+        except (ModelLoadError, ConfigError) as e:
+            release_accelerator_memory()  # what a half-loaded model allocated
+            return self._fail("activate", e)
+        except Exception as e:  # reported, not swallowed: the node goes to errorprocessing
+            release_accelerator_memory()
+            return self._error("activate", e)
+        with self._lock:
+            self._runtime = PlannerRuntime(config, planner, RosClock(self))
+            self._messages = TickMessages(self._ns, config)
+            self._warmup_ms = warmup_ms
+            self._loop_timers = [
+                self.create_timer(
+                    1.0 / config.control.rate_hz, self._on_tick, callback_group=self._control_group
+                ),
+                self.create_timer(
+                    DIAGNOSTICS_PERIOD_S, self._on_diagnostics, callback_group=self._control_group
+                ),
+            ]
+        self.get_logger().info(f"active: {config.model.dir} warmed up in {warmup_ms:.1f} ms")
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: State) -> TransitionCallbackReturn:
+        self._stop()
+        self.get_logger().info("inactive: timers stopped, model released")
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: State) -> TransitionCallbackReturn:
+        self._destroy_io()
+        self._config = None
+        self.get_logger().info("unconfigured")
+        return super().on_cleanup(state)
+
+    def on_shutdown(self, state: State) -> TransitionCallbackReturn:
+        self.release()
+        self.get_logger().info("finalized")
+        return super().on_shutdown(state)
+
+    def on_error(self, state: State) -> TransitionCallbackReturn:
+        self.release()
+        self.get_logger().error(f"error (from {state.label}): everything released, unconfigured")
+        return TransitionCallbackReturn.SUCCESS
+
+    def release(self) -> None:
+        """Stop the loop, drop the model and every publisher / subscription (any state)."""
+        self._stop()
+        self._destroy_io()
+        self._config = None
+
+    def _fail(self, transition: str, error: BaseException) -> TransitionCallbackReturn:
+        self.get_logger().error(f"{transition} failed: {error}")
+        return TransitionCallbackReturn.FAILURE
+
+    def _error(self, transition: str, error: BaseException) -> TransitionCallbackReturn:
+        self.get_logger().error(f"{transition} raised {type(error).__name__}: {error}")
+        return TransitionCallbackReturn.ERROR
+
+    # ------------------------------------------------------------------ parameters
+
+    def _declare(self, specs: list[ParameterSpec]) -> None:
+        for spec in specs:
+            if not self.has_parameter(spec.name):  # a second configure keeps the values
+                self.declare_parameter(spec.name, spec.default, parameter_descriptor(spec))
+                self._declared[spec.name] = spec
+
+    def _values(self) -> dict[str, Any]:
+        return {name: self.get_parameter(name).value for name in self._declared}
+
+    def _read_parameters(self) -> PlannerConfig:
+        self._declare(base_parameter_specs())
+        self._declare(camera_parameter_specs(list(self.get_parameter("cameras.names").value)))
+        # rclpy keeps the params-file values in `_parameter_overrides` (no public accessor);
+        # one the node does not declare is a typo that would otherwise be ignored.
+        given = getattr(self, "_parameter_overrides", {})
+        unknown = unknown_parameters(given, self._declared)
+        if unknown:
+            raise ConfigError(f"unknown parameter(s) {unknown}: not fields of the planner config")
+        config = config_from_values(self._values())
+        if not self._is_validating_changes:
+            self.add_on_set_parameters_callback(self._on_set_parameters)
+            self._is_validating_changes = True
+        return config
+
+    def _on_set_parameters(self, parameters: list[Any]) -> SetParametersResult:
+        """Reject a change the config would reject; accepted ones apply at the next
+        configure (deactivate → cleanup → configure → activate)."""
+        declared = self._declared
+        changes = {
+            p.name: p.value
+            for p in parameters
+            if p.name in declared and not declared[p.name].read_only  # rclpy refuses those
+        }
+        if not changes:
+            return SetParametersResult(successful=True)
+        try:
+            config_from_values({**self._values(), **changes})
+        except ConfigError as e:
+            return SetParametersResult(successful=False, reason=str(e))
+        self.get_logger().info(f"{sorted(changes)} changed: applied at the next configure")
+        return SetParametersResult(successful=True)
+
+    # ------------------------------------------------------------------ wiring
+
+    def _create_io(self, config: PlannerConfig) -> None:
+        topics, ns = config.topics, self._ns
+        kinds = {
+            TRAJECTORY: ("nav_msgs/msg/Path", node_topic(topics.trajectory)),
+            ROLLOUTS: ("visualization_msgs/msg/MarkerArray", node_topic(topics.rollouts)),
+            REASONING: ("std_msgs/msg/String", node_topic(topics.reasoning)),
+            DIAGNOSTICS: ("diagnostic_msgs/msg/DiagnosticArray", topics.diagnostics),
+        }
+        for key, (msgtype, topic) in kinds.items():
+            self._outputs[key] = self.create_lifecycle_publisher(
+                ns.message_class(msgtype), topic, OUTPUT_QOS
+            )
+        for camera in config.cameras:
+            topic, msgtype = camera_subscription(camera)
+            self._subscribe(msgtype, topic, self._image_callback(camera.name, topic), CAMERA_QOS)
+        odometry = node_topic(topics.odom)
+        self._subscribe("nav_msgs/msg/Odometry", odometry, self._on_odometry, ODOMETRY_QOS)
+        route = node_topic(topics.route_command)
+        self._subscribe("std_msgs/msg/String", route, self._on_route_command, ROUTE_QOS)
+
+    def _subscribe(self, msgtype: str, topic: str, callback: Any, qos: QoSProfile) -> None:
+        cls = self._ns.message_class(msgtype)
+        self._inputs.append(
+            self.create_subscription(cls, topic, callback, qos, callback_group=self._input_group)
+        )
+
+    def _destroy_io(self) -> None:
+        for subscription in self._inputs:
+            self.destroy_subscription(subscription)
+        for publisher in self._outputs.values():
+            self.destroy_lifecycle_publisher(publisher)
+        self._inputs, self._outputs = [], {}
+
+    def _stop(self) -> None:
+        with self._lock:  # waits for a running tick; later ticks find no runtime
+            for timer in self._loop_timers:
+                self.destroy_timer(timer)
+            runtime = self._runtime
+            self._runtime, self._messages, self._loop_timers = None, None, []
+        if runtime is not None:
+            runtime.close()  # joins the inference worker
+            del runtime
+            release_accelerator_memory()
+
+    # ------------------------------------------------------------------ callbacks
+
+    def _image_callback(self, camera: str, topic: str) -> Any:
+        def on_image(msg: Any) -> None:
+            runtime = self._runtime
+            if runtime is None:
+                return
+            try:
+                frame = image_msg_to_frame(msg, camera)
+            except ImageDecodeError as e:
+                runtime.on_invalid_input("invalid_image", f"{topic}: {e}")
+                return
+            runtime.on_frame(frame)
+
+        return on_image
+
+    def _on_odometry(self, msg: Any) -> None:
+        runtime = self._runtime
+        if runtime is not None:
+            runtime.on_odometry(odometry_to_ego(msg))
+
+    def _on_route_command(self, msg: Any) -> None:
+        runtime = self._runtime
+        if runtime is not None:
+            runtime.on_route_command(str(msg.data))
+
+    def _on_tick(self) -> None:
+        with self._lock:
+            if self._runtime is None or self._messages is None:
+                return
+            for key, msg in self._messages.tick(self._runtime.tick()):
+                self._outputs[key].publish(msg)
+
+    def _on_diagnostics(self) -> None:
+        with self._lock:
+            runtime, messages, config = self._runtime, self._messages, self._config
+            if runtime is None or messages is None or config is None:
+                return
+            statuses = [model_status(config, self._warmup_ms), *runtime.diagnostics()]
+            stamp_ns = runtime.clock.now_ns()
+            self._outputs[DIAGNOSTICS].publish(messages.diagnostics(statuses, stamp_ns))
+
+
+def main(args: list[str] | None = None) -> None:
+    """`ros2 run blockplan planner_node` (started unconfigured; planner.launch.py configures
+    and activates it)."""
+    rclpy.init(args=args)
+    node = PlannerNode()
+    executor = MultiThreadedExecutor()
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        node.get_logger().info("interrupted: shutting down")
+    finally:
+        node.release()
+        executor.shutdown()
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()

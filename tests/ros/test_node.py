@@ -1,0 +1,182 @@
+"""PlannerNode under rclpy: lifecycle transitions, images + odometry in, a Path at about the
+control rate out. Skipped where rclpy is missing (marked `ros`)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.ros
+rclpy = pytest.importorskip("rclpy")
+
+from rclpy.context import Context  # noqa: E402
+from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+
+from blockplan.bags import ModuleMessages, ego_to_odometry, encode_image  # noqa: E402
+from blockplan.ros.interfaces import CAMERA_QOS  # noqa: E402
+from blockplan.ros.node import PlannerNode  # noqa: E402
+from blockplan.types import EgoState  # noqa: E402
+
+RATE_HZ = 10.0
+SPEED = 5.0
+
+
+@pytest.fixture
+def context():
+    ctx = Context()
+    rclpy.init(context=ctx)
+    yield ctx
+    rclpy.shutdown(context=ctx)
+
+
+def _planner(context, **overrides) -> PlannerNode:
+    params = {
+        "model.dir": "constant-velocity",
+        "cameras.names": ["front"],
+        "control.rate_hz": RATE_HZ,
+        **overrides,
+    }
+    return PlannerNode(
+        context=context,
+        parameter_overrides=[Parameter(name, value=value) for name, value in params.items()],
+    )
+
+
+class Vehicle(Node):
+    """Publishes a camera at 20 Hz and odometry at 50 Hz (stamped now, driving at SPEED) and
+    records what the planner publishes."""
+
+    def __init__(self, context) -> None:
+        super().__init__("fake_vehicle", context=context)
+        self.ns = ModuleMessages()
+        cls = self.ns.message_class
+        self.image_pub = self.create_publisher(
+            cls("sensor_msgs/msg/Image"), "camera/front/image_raw", CAMERA_QOS
+        )
+        self.odom_pub = self.create_publisher(cls("nav_msgs/msg/Odometry"), "odom", 10)
+        self.paths: list[tuple[float, object]] = []
+        self.reasoning: list[dict] = []
+        self.diagnostics: list[object] = []
+        self.create_subscription(
+            cls("nav_msgs/msg/Path"),
+            "planning/trajectory",
+            lambda m: self.paths.append((time.monotonic(), m)),
+            10,
+        )
+        self.create_subscription(
+            cls("std_msgs/msg/String"),
+            "planning/reasoning",
+            lambda m: self.reasoning.append(json.loads(m.data)),
+            10,
+        )
+        self.create_subscription(
+            cls("diagnostic_msgs/msg/DiagnosticArray"),
+            "/diagnostics",
+            self.diagnostics.append,
+            10,
+        )
+        self.image = np.full((48, 64, 3), 90, np.uint8)
+        self.start_ns = self.now_ns()
+        self.create_timer(0.05, self.publish_image)
+        self.create_timer(0.02, self.publish_odometry)
+
+    def now_ns(self) -> int:
+        return self.get_clock().now().nanoseconds
+
+    def publish_image(self) -> None:
+        self.image_pub.publish(encode_image(self.ns, self.image, self.now_ns(), "front"))
+
+    def publish_odometry(self) -> None:
+        now = self.now_ns()
+        ego = EgoState(now, x=SPEED * (now - self.start_ns) * 1e-9, y=0.0, yaw=0.0, v_x=SPEED)
+        self.odom_pub.publish(ego_to_odometry(self.ns, ego))
+
+
+def _spin(context, nodes):
+    executor = MultiThreadedExecutor(context=context)
+    for node in nodes:
+        executor.add_node(node)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    return executor, thread
+
+
+def test_active_node_publishes_a_path_at_the_control_rate(context):
+    planner, vehicle = _planner(context), Vehicle(context)
+    executor, thread = _spin(context, [planner, vehicle])
+    try:
+        assert planner.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert planner.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        time.sleep(1.0)  # windows fill, the first plans arrive
+        start = time.monotonic()
+        time.sleep(3.0)
+        window = [m for t, m in vehicle.paths if t >= start]
+        assert 0.6 * 3.0 * RATE_HZ <= len(window) <= 1.4 * 3.0 * RATE_HZ
+        path = window[-1]
+        assert path.header.frame_id == "base_link"
+        assert len(path.poses) == 20
+        assert path.poses[-1].pose.position.x > 0.5 * SPEED * 5.0  # driving on, not stopping
+        assert vehicle.reasoning and "constant velocity" in vehicle.reasoning[-1]["explanation"]
+        names = {s.name for msg in vehicle.diagnostics for s in msg.status}
+        assert {"blockplan: model", "blockplan: control loop"} <= names
+
+        assert planner.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+        time.sleep(0.3)
+        count = len(vehicle.paths)
+        time.sleep(1.0)
+        assert len(vehicle.paths) == count  # no ticks while inactive
+        assert planner.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+        assert planner.trigger_shutdown() == TransitionCallbackReturn.SUCCESS
+    finally:
+        executor.shutdown()
+        thread.join(timeout=5.0)
+        planner.destroy_node()
+        vehicle.destroy_node()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"control.rate_hz": -1.0},  # the config rejects it
+        {"rollouts.num_rollouts": 100},  # outside the descriptor's range
+        {"contrl.rate_hz": 5.0},  # a typo: not a config field
+        {"decoding.strategy": "beam"},  # not a choice
+    ],
+)
+def test_bad_parameters_fail_configure_without_raising(context, overrides):
+    planner = _planner(context, **overrides)
+    try:
+        assert planner.trigger_configure() == TransitionCallbackReturn.FAILURE
+    finally:
+        planner.destroy_node()
+
+
+def test_a_missing_model_fails_activate_and_the_node_stays_inactive(context, tmp_path):
+    planner = _planner(context, **{"model.dir": str(tmp_path / "no_model")})
+    try:
+        assert planner.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert planner.trigger_activate() == TransitionCallbackReturn.FAILURE
+        assert planner.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    finally:
+        planner.destroy_node()
+
+
+def test_invalid_parameter_changes_are_rejected(context):
+    planner = _planner(context)
+    try:
+        assert planner.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        bad = planner.set_parameters([Parameter("trajectory.dt", value=9.0)])[0]
+        assert not bad.successful and "trajectory.dt" in bad.reason
+        good = planner.set_parameters([Parameter("trajectory.dt", value=0.5)])[0]
+        assert good.successful
+        read_only = planner.set_parameters([Parameter("model.dir", value="elsewhere")])[0]
+        assert not read_only.successful
+    finally:
+        planner.destroy_node()
