@@ -4,7 +4,8 @@
 recorder would offer (sensor data for cameras, transient-local for /tf_static, reliable
 otherwise), and is a context manager that always closes the bag, so everything written stays
 readable when the caller fails. `flush()` additionally makes the messages written so far
-durable on disk, even if the process is killed before `close()`.
+readable from the storage file even if the process is killed before `close()` (handed to the
+OS, not fsync'ed: a power loss may still lose them).
 
 A path ending in `.mcap` or `.db3` is written as one file (Foxglove, `ros2 bag play FILE`);
 any other path becomes a rosbag2 directory with metadata.yaml.
@@ -161,7 +162,8 @@ class BagWriter:
         self.num_written += 1
 
     def flush(self) -> None:
-        """Make every message written so far durable in the storage file."""
+        """Hand every message written so far to the storage file (readable if the process dies;
+        mcap: without an index, e.g. with mcap's NonSeekingReader)."""
         if self._writer is None:
             return
         storage = self._writer.storage
