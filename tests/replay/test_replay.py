@@ -239,3 +239,19 @@ def test_load_planner_choices() -> None:
     assert isinstance(load_planner("constant-velocity", config), ConstantVelocityPlanner)
     with pytest.raises(ReplayInputError, match="no such model folder"):
         load_planner("models/does-not-exist", config)
+
+
+def test_cli_params_file_sets_the_policy(tmp_path: Path) -> None:
+    from blockplan.config import FrameWindowConfig, dump_config
+
+    config = PlannerConfig(frame_window=FrameWindowConfig(stale_camera_policy="fallback"))
+    params = tmp_path / "planner.yaml"
+    params.write_text(dump_config(config))
+    spec = BagSpec(duration_s=4.0, silent_camera="rear", silent_after_s=1.0)
+    bag = make_bag(tmp_path / "in.mcap", spec)
+    out = tmp_path / "out"
+    args = ["replay", str(bag), "--model", "constant-velocity", "--out", str(out)]
+    assert main([*args, "--params", str(params), "--no-progress"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["fallbacks"] >= 25  # the rear camera is stale from 1.3 s on
+    assert metrics["counters"]["degraded_requests"] == 0
