@@ -6,16 +6,16 @@ import json
 import numpy as np
 import pytest
 
-import blockplan.sim.dataset as dataset_mod
+import blockplan.sim.dataset_writer as writer_mod
 from blockplan.sim.dataset import (
     MANIFEST,
     DatasetError,
     DatasetOptions,
-    DatasetWriter,
     iter_split,
     load_shard,
     split_of,
 )
+from blockplan.sim.dataset_writer import DatasetWriter
 from blockplan.sim.fastddrive import read_fastddrive_json
 from blockplan.sim.rig import load_rig
 from blockplan.types import Observation
@@ -39,13 +39,13 @@ def test_options_are_validated() -> None:
 @pytest.fixture
 def crash_seed_zero(monkeypatch):
     """Seed 0 'crashes' (the expert's collision is simulated by marking the log)."""
-    real = dataset_mod.run_episode
+    real = writer_mod.run_episode
 
     def run(scenario, seed, duration_s):
         log = real(scenario, seed, duration_s)
         return dataclasses.replace(log, crashed_at=1.0) if seed == 0 else log
 
-    monkeypatch.setattr(dataset_mod, "run_episode", run)
+    monkeypatch.setattr(writer_mod, "run_episode", run)
 
 
 def test_dataset_end_to_end_drops_crashes_and_resumes(tmp_path, crash_seed_zero) -> None:
@@ -100,3 +100,12 @@ def test_dataset_end_to_end_drops_crashes_and_resumes(tmp_path, crash_seed_zero)
 
     with pytest.raises(DatasetError, match="options"):
         DatasetWriter(tmp_path, dataclasses.replace(options, sample_period_s=1.0), rig)
+
+
+@pytest.mark.slow
+def test_worker_processes_give_the_same_data_set(tmp_path) -> None:
+    rig = load_rig()
+    options = DatasetOptions(scenarios=("merge", "roundabout"), episodes=2, duration_s=8.0)
+    one = DatasetWriter(tmp_path / "one", options, rig, export_fastddrive=False).run()
+    two = DatasetWriter(tmp_path / "two", options, rig, export_fastddrive=False, workers=2).run()
+    assert one["episodes"] == two["episodes"] and one["dropped"] == two["dropped"]

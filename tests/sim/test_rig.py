@@ -47,3 +47,24 @@ def test_duplicate_names_rejected() -> None:
     cam = {"name": "a", "width": 16, "height": 16, "hfov_deg": 90}
     with pytest.raises(RigError, match="unique"):
         rig_from_dict({"rig": {"cameras": [cam, cam]}})
+
+
+@pytest.mark.parametrize("rpy", [(0.0, 0.0, 0.0), (0.1, 0.2, -2.5), (-0.3, 0.05, 3.0)])
+def test_rpy_from_matrix_inverts_rotation_rpy(rpy) -> None:
+    from blockplan.sim.bag import rpy_from_matrix
+    from blockplan.sim.rig import rotation_rpy
+
+    R = rotation_rpy(*rpy)
+    assert np.allclose(rotation_rpy(*rpy_from_matrix(R)), R, atol=1e-12)
+
+
+def test_static_frames_hold_the_optical_rotation() -> None:
+    from blockplan.sim.bag import camera_static_frames
+    from blockplan.sim.rig import rotation_rpy
+
+    rig = load_rig()
+    frames = {f.child_frame_id: f for f in camera_static_frames(rig)}
+    for cam in rig.cameras:
+        optical = frames[cam.optical_frame_id]
+        assert np.allclose(rotation_rpy(*optical.rpy), cam.R_base_from_optical, atol=1e-12)
+        assert optical.xyz == (cam.x, cam.y, cam.z)

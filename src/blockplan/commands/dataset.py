@@ -31,10 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-export", action="store_true",
                         help="skip the Fast-dDrive JSON export")  # fmt: skip
     parser.add_argument("--rig", help="camera rig YAML (default: the shipped params/rig.yaml)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="episodes simulated in parallel processes (1)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
-    from blockplan.sim.dataset import DatasetError, DatasetOptions, DatasetWriter
+    from blockplan.sim.dataset import DatasetError, DatasetOptions
+    from blockplan.sim.dataset_writer import DatasetWriter
     from blockplan.sim.rig import RigError, load_rig
     from blockplan.sim.scenarios import ScenarioError, get_scenario
 
@@ -52,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
             num_frames=args.num_frames, frame_period_s=args.frame_period,
             val_fraction=args.val_fraction, test_fraction=args.test_fraction,
         )  # fmt: skip
-        writer = DatasetWriter(args.out, options, rig, export_fastddrive=not args.no_export)
+        writer = DatasetWriter(
+            args.out, options, rig, export_fastddrive=not args.no_export, workers=args.workers
+        )
         manifest = writer.run(progress=True)
     except (DatasetError, RigError, ScenarioError) as e:
         print(f"error: {e}", file=sys.stderr)

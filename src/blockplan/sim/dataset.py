@@ -1,5 +1,8 @@
 """The simulator data set: episodes -> labelled samples -> one npz shard per episode.
 
+Options, the seed split, sample rendering/labelling and reading live here; writing (with
+resume and worker processes) in `dataset_writer.py`.
+
 Layout of DIR:
     manifest.json                  options, one entry per episode (kept or dropped), counts
     <split>/<scenario>-<seed>.npz  one shard per kept episode (arrays below), split by seed
@@ -18,20 +21,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from blockplan.schema import default_schema, ego_history_array, render_answer_text
-from blockplan.sim.episode import EpisodeLog, run_episode
+from blockplan.sim.episode import EpisodeLog
 from blockplan.sim.labels import (
     HORIZON_S,
     SampleLabel,
-    explanation_budget_fits,
     label_at,
     label_times,
 )
@@ -185,108 +187,17 @@ def episode_samples(
     return arrays, frames
 
 
-class DatasetWriter:
-    """Generates (or resumes) a data set in `root`."""
-
-    def __init__(self, root: str | Path, options: DatasetOptions, rig: Rig,
-                 export_fastddrive: bool = True) -> None:  # fmt: skip
-        self.root = Path(root)
-        self.options = options
-        self.rig = rig
-        self.export_fastddrive = export_fastddrive
-        self.manifest = self._load_or_create_manifest()
-        self._fits = explanation_budget_fits()
-
-    def _options_doc(self) -> dict[str, Any]:
-        doc = asdict(self.options)
-        doc["scenarios"] = list(self.options.scenarios)
-        doc["cameras"] = list(self.rig.names)
-        doc["image_size"] = [self.rig.cameras[0].height, self.rig.cameras[0].width]
-        return doc
-
-    def _load_or_create_manifest(self) -> dict[str, Any]:
-        path = self.root / MANIFEST
-        if path.is_file():
-            manifest = json.loads(path.read_text())
-            if manifest.get("options") != self._options_doc():
-                raise DatasetError(
-                    f"{path}: written with options {manifest.get('options')}, now "
-                    f"{self._options_doc()}; use another --out or the same options to resume"
-                )
-            return manifest
-        self.root.mkdir(parents=True, exist_ok=True)
-        return {"format_version": FORMAT_VERSION, "created_by": "blockplan dataset",
-                "options": self._options_doc(), "episodes": [], "dropped": []}  # fmt: skip
-
-    def _done(self) -> set[tuple[str, int]]:
-        entries = self.manifest["episodes"] + self.manifest["dropped"]
-        return {(e["scenario"], e["seed"]) for e in entries}
-
-    def _kept(self, scenario: str) -> int:
-        return sum(e["scenario"] == scenario for e in self.manifest["episodes"])
-
-    def run(self, progress: bool = False) -> dict[str, Any]:
-        o = self.options
-        total = len(o.scenarios) * o.episodes
-        bar = tqdm(total=total, desc="episodes", unit="ep", disable=not progress)
-        bar.update(sum(self._kept(s) for s in o.scenarios))
-        done = self._done()
-        for scenario in o.scenarios:
-            for k in range(o.episodes * o.max_attempts_factor):
-                if self._kept(scenario) >= o.episodes:
-                    break
-                seed = o.seed_base + k
-                if (scenario, seed) in done:
-                    continue
-                if self._episode(scenario, seed):
-                    bar.update(1)
-        bar.close()
-        self.manifest["counts"] = self._counts()
-        _write_json_atomic(self.root / MANIFEST, self.manifest)
-        if self.export_fastddrive:
-            from blockplan.sim.fastddrive import assemble_export
-
-            assemble_export(self.root, self.manifest)
-        return self.manifest
-
-    def _episode(self, scenario: str, seed: int) -> bool:
-        o = self.options
-        log = run_episode(get_scenario(scenario), seed, o.duration_s)
-        if log.crashed_at is not None:
-            self.manifest["dropped"].append(
-                {"scenario": scenario, "seed": seed, "crashed_at": round(log.crashed_at, 3)}
-            )
-            _write_json_atomic(self.root / MANIFEST, self.manifest)
-            return False
-        split = split_of(seed, o.val_fraction, o.test_fraction)
-        arrays, frames = episode_samples(log, self.rig, o, self._fits)
-        shard = self.root / split / f"{scenario}-{seed:06d}.npz"
-        shard.parent.mkdir(parents=True, exist_ok=True)
-        tmp = shard.with_name(shard.stem + ".tmp.npz")
-        np.savez_compressed(tmp, **arrays)
-        os.replace(tmp, shard)
-        if self.export_fastddrive:
-            from blockplan.sim.fastddrive import write_episode_export
-
-            write_episode_export(self.root, split, scenario, seed, arrays, frames)
-        self.manifest["episodes"].append({
-            "scenario": scenario, "seed": seed, "split": split,
-            "shard": str(shard.relative_to(self.root)),
-            "num_samples": int(arrays["stamp_ns"].shape[0]),
-            "sha256": _sha256(shard),
-        })  # fmt: skip
-        _write_json_atomic(self.root / MANIFEST, self.manifest)
-        return True
-
-    def _counts(self) -> dict[str, Any]:
-        m = self.manifest
-        samples = {s: sum(e["num_samples"] for e in m["episodes"] if e["split"] == s)
-                   for s in SPLITS}  # fmt: skip
-        episodes = {s: sum(e["split"] == s for e in m["episodes"]) for s in SPLITS}
-        crashes = {
-            sc: sum(d["scenario"] == sc for d in m["dropped"]) for sc in self.options.scenarios
-        }
-        return {"samples": samples, "episodes": episodes, "dropped_crashes": crashes}
+def save_shard(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write arrays as a compressed .npz, atomically and byte-reproducibly (fixed zip
+    timestamps, unlike np.savez_compressed), so a re-run gives the same sha256."""
+    tmp = path.with_name(path.stem + ".tmp.npz")
+    with zipfile.ZipFile(tmp, "w") as zf:
+        for key, value in arrays.items():
+            info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with zf.open(info, "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(value), allow_pickle=False)
+    os.replace(tmp, path)
 
 
 def load_shard(path: str | Path) -> dict[str, np.ndarray]:
