@@ -35,6 +35,11 @@ def add_streaming_arguments(parser: argparse.ArgumentParser) -> None:
         help="camera image size of the stream (default 90x160; the model resizes)",
     )
     group.add_argument(
+        "--grid",
+        metavar="RxC",
+        help="--random-init only: visual tokens per image as a grid (default the preset's)",
+    )
+    group.add_argument(
         "--frames", type=int, default=4, help="T frames per camera for --random-init (default 4)"
     )
 
@@ -69,10 +74,13 @@ def run_streaming(args: argparse.Namespace, config: PlannerConfig) -> int:
         if args.model:
             planner = Planner.from_folder(Path(args.model), config)
             source = str(args.model)
+        elif args.grid:
+            planner = _random_init_with_grid(args.random_init, config, args.seed, args.grid)
+            source = f"random-init {args.random_init} grid {args.grid}"
         else:
             planner = Planner.random_init(args.random_init, config, seed=args.seed)
             source = f"random-init {args.random_init}"
-    except ModelConfigError as e:
+    except (ModelConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     report = run_streaming_bench(planner, args.ticks, args.plans, image_size=(height, width))
@@ -83,3 +91,32 @@ def run_streaming(args: argparse.Namespace, config: PlannerConfig) -> int:
     if args.json:
         Path(args.json).write_text(text + "\n")
     return 0
+
+
+def _random_init_with_grid(preset: str, config: PlannerConfig, seed: int, grid: str):
+    """A random-init planner whose images make rows x cols visual tokens (how the cost ratio
+    scales when visual tokens dominate the prompt, as in larger VLAs)."""
+    import torch
+
+    from blockplan.engine.planner import Planner
+    from blockplan.model.planner_model import PlannerModel
+    from blockplan.model.presets import preset_config
+    from blockplan.schema import default_schema, default_tokenizer
+
+    try:
+        rows, cols = (int(v) for v in grid.lower().split("x"))
+    except ValueError as e:
+        raise ValueError(f"--grid {grid!r}: expected RxC, e.g. 8x8") from e
+    tokenizer, schema = default_tokenizer(), default_schema()
+    model_config = preset_config(
+        preset,
+        tokenizer.vocab_size,
+        config.camera_names,
+        config.frame_window.num_frames,
+        schema=schema,
+        max_position_embeddings=32768,
+    )
+    vision = dataclasses.replace(model_config.vision, grid=(rows, cols))
+    torch.manual_seed(seed)
+    model = PlannerModel(dataclasses.replace(model_config, vision=vision))
+    return Planner(model, tokenizer, config, schema)
