@@ -53,8 +53,9 @@ class Trace:
         if len(self.speed) < 3:
             return 0.0
         t, v = np.asarray(self.t), np.asarray(self.speed)  # (S,), (S,)
-        a = np.diff(v) / np.diff(t)  # (S-1,)
-        jerk = np.diff(a) / np.diff(t[1:])  # (S-2,)
+        a = np.diff(v) / np.diff(t)  # (S-1,) at the interval midpoints
+        mid = 0.5 * (t[1:] + t[:-1])  # (S-1,)
+        jerk = np.diff(a) / np.diff(mid)  # (S-2,)
         return float(np.abs(jerk).mean())
 
 
