@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "replay": "replay",
     "schema": "schema",
     "bench": "bench",
+    "closed-loop": "closed_loop",
     "config": "config",
 }
 
@@ -35,6 +36,7 @@ COMMAND_HELP: dict[str, str] = {
     "replay": "replay a ROS 2 bag through the control loop: plans.mcap, metrics.json, report.html",
     "schema": "show the answer scaffold per section (editable/scaffold tokens, blocks)",
     "bench": "benchmark the decoding strategies (latency, forwards, tokens per step)",
+    "closed-loop": "drive the ego in highway-env with the planner (closed loop) next to the expert and CV",
     "config": "validate a params file and print the resolved configuration",
 }
 
