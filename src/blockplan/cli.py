@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "schema": "schema",
     "bench": "bench",
     "config": "config",
+    "export": "export",
+    "build-engine": "build_engine",
 }
 
 # One-line help per command, kept here so `--help` imports no command module.
@@ -36,6 +38,8 @@ COMMAND_HELP: dict[str, str] = {
     "schema": "show the answer scaffold per section (editable/scaffold tokens, blocks)",
     "bench": "benchmark the decoding strategies (latency, forwards, tokens per step)",
     "config": "validate a params file and print the resolved configuration",
+    "export": "export the model as static-shape ONNX graphs (vision per frame, decoder step)",
+    "build-engine": "build TensorRT engines from an export folder (fp16, fp8 or int8)",
 }
 
 

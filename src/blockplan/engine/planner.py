@@ -12,11 +12,11 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from blockplan.backends import Backend, create_backend
 from blockplan.config import PlannerConfig
 from blockplan.engine.constraints import build_constraints
 from blockplan.engine.decode import DecodeOptions, DecodeResult, decode
@@ -37,6 +37,9 @@ from blockplan.schema import (
     render_prompt,
 )
 from blockplan.types import DrivingAnswer, Observation, Plan
+
+if TYPE_CHECKING:
+    from blockplan.backends import Backend
 
 DTYPES = {
     "float32": torch.float32,
@@ -104,6 +107,8 @@ class Planner:
         max_batch = config.rollouts.num_rollouts
         max_len = self.prompt_len + len(self.scaffold)
         self.cache = KVCache.for_model(mc.decoder, max_len, max_batch, self.dtype)
+        from blockplan.backends import create_backend  # the backends import the engine
+
         self.runner = backend or create_backend(
             config.model.backend,
             self.model,
