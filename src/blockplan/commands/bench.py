@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from blockplan.config import (
+    BACKENDS,
     STRATEGIES,
     ConfigError,
     PlannerConfig,
@@ -44,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--dtype", help="override model.dtype (float32, float64, ...)")
     parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="override model.backend (onnxruntime exports the model in-process first)",
+    )
+    parser.add_argument(
         "--no-hf", action="store_true", help="skip the transformers generate baseline"
     )
     parser.add_argument("--json", metavar="PATH", help="also write the report to this file")
@@ -67,6 +73,14 @@ def run(args: argparse.Namespace) -> int:
             config = dataclasses.replace(
                 config, model=dataclasses.replace(config.model, dtype=args.dtype)
             )
+        if args.threads:
+            config = dataclasses.replace(
+                config, model=dataclasses.replace(config.model, num_threads=args.threads)
+            )
+        if args.backend:
+            config = dataclasses.replace(
+                config, model=dataclasses.replace(config.model, backend=args.backend)
+            )
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -88,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         with_hf=with_hf,
         progress=log.info,
     )
-    report["model"] = {"source": source, **report["model"]}
+    report["model"] = {"source": source, "backend": planner.runner.name, **report["model"]}
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:
