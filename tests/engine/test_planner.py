@@ -97,3 +97,7 @@ def test_mismatches_name_the_field(planner):
     swapped = Observation(obs.stamp_ns, obs.frames[::-1], obs.ego_history)
     with pytest.raises(PlannerSetupError, match="view-major"):
         planner.plan(swapped)
+
+
+def test_warmup_plans_on_synthetic_inputs(planner):
+    planner.warmup(1)  # raises if anything in the pipeline does not fit

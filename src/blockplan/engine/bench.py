@@ -15,38 +15,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from blockplan.config import PlannerConfig
 from blockplan.engine.planner import Planner
+from blockplan.engine.synthetic import synthetic_observation
 from blockplan.schema import ScaffoldParseError
-from blockplan.types import NS_PER_S, CameraFrame, EgoState, Observation
+from blockplan.types import Observation
 
 Progress = Callable[[str], None]
-
-
-def synthetic_observation(config: PlannerConfig, seed: int, size=(90, 160)) -> Observation:
-    """Smooth random camera images (a horizon, a road wedge, noise) and a straight,
-    constant-speed ego history: the same inputs for every strategy."""
-    rng = np.random.default_rng(seed)
-    H, W = size
-    rows = np.linspace(0, 1, H)[:, None, None]
-    frames = []
-    for _ in config.camera_names:
-        base = rng.uniform(40, 200, 3)
-        for t in range(config.frame_window.num_frames):
-            sky = (rows < 0.45) * rng.uniform(120, 230, 3)
-            ground = (rows >= 0.45) * base
-            noise = rng.normal(0, 12 + 2 * t, (H, W, 3))
-            image = np.clip(sky + ground + noise, 0, 255).astype(np.uint8)
-            frames.append(image)
-    names = [n for n in config.camera_names for _ in range(config.frame_window.num_frames)]
-    stamp = 100 * NS_PER_S
-    speed = float(rng.uniform(2.0, 15.0))
-    ego = tuple(
-        EgoState(stamp - int((3.0 - 0.5 * i) * NS_PER_S), speed * 0.5 * i, 0.0, 0.0, speed)
-        for i in range(7)
-    )
-    cams = tuple(CameraFrame(n, stamp, im) for n, im in zip(names, frames, strict=True))
-    return Observation(stamp, cams, ego)
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:

@@ -116,14 +116,20 @@ class DecodeContext:
             logits[..., list(self.banned_ids)] = float("-inf")
         return logits
 
-    def forward(self, ids: torch.Tensor, start: int, is_draft: bool) -> torch.Tensor:
-        """Logits (B, W, V) for answer window [start, start + W) of ids (B, W)."""
+    def forward(
+        self, ids: torch.Tensor, start: int, is_draft: bool, num_logits: int | None = None
+    ) -> torch.Tensor:
+        """Logits (B, W', V) of the last W' = num_logits (default all W) slots of answer
+        window [start, start + W) of ids (B, W)."""
         W = ids.shape[1]
         positions = torch.arange(self.prompt_len + start, self.prompt_len + start + W)
         build = draft_mask if is_draft else causal_mask
         mask = build(W, self.cache.length)
         self.stats.num_forwards += 1
-        return self.restrict(self.model(ids, positions=positions, mask=mask, cache=self.cache))
+        logits = self.model(
+            ids, positions=positions, mask=mask, cache=self.cache, num_logits=num_logits
+        )
+        return self.restrict(logits)
 
 
 # propose(ctx, state, w, e) -> (B, W) ids to verify; unknown slots hold proposals.
@@ -194,11 +200,16 @@ def decode_span(
             state.base = e  # the answer's tail is structural: its K/V are never needed
         else:
             proposal = propose(ctx, state, w, e)  # (B, W)
-            logits = ctx.forward(proposal, w, is_draft=False)  # (B, W, V)
-            n = accept(ctx, state, proposal, logits, picker)
+            if state.is_known[:, w + 1 : e].all():
+                # Nothing to verify (a known run): only the last logit is needed.
+                logits = ctx.forward(proposal, w, is_draft=False, num_logits=1)  # (B, 1, V)
+                n = e - w
+            else:
+                logits = ctx.forward(proposal, w, is_draft=False)  # (B, W, V)
+                n = accept(ctx, state, proposal, logits, picker)
             ctx.cache.commit(n)
             state.base = w + n
-            state.next_logits = logits[:, n - 1]
+            state.next_logits = logits[:, n - 1 - (e - w - logits.shape[1])]
         section = section_of(ctx.scaffold, w)
         ms = (time.perf_counter() - t0) * 1e3
         ctx.stats.section_ms[section] = ctx.stats.section_ms.get(section, 0.0) + ms

@@ -21,6 +21,7 @@ from blockplan.config import PlannerConfig
 from blockplan.engine.constraints import build_constraints
 from blockplan.engine.decode import DecodeOptions, DecodeResult, decode
 from blockplan.engine.kv_cache import KVCache
+from blockplan.engine.synthetic import synthetic_observation
 from blockplan.model.masks import frame_local_mask
 from blockplan.model.planner_model import PlannerModel
 from blockplan.model.presets import preset_config
@@ -205,6 +206,12 @@ class Planner:
             num_forwards=result.num_forwards,
         )
         return DecodedPlan(plan, result, layout)
+
+    def warmup(self, num_plans: int = 1) -> None:
+        """Plan on synthetic inputs so first-call costs (allocation, kernel selection) are
+        paid before the first real observation (the ROS node's activate step)."""
+        for i in range(num_plans):
+            self.plan(synthetic_observation(self.config, seed=i))
 
     def parse(self, tokens: np.ndarray) -> DrivingAnswer:
         """Strictly parse one answer row; raises `ScaffoldParseError`."""

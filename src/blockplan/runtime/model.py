@@ -65,8 +65,13 @@ def load_model(
                 "models whose checksums it can verify"
             )
     try:
-        from blockplan.engine.planner import Planner as EnginePlanner  # imports torch
+        import torch
 
+        from blockplan.engine.planner import Planner as EnginePlanner
+
+        # model.num_threads is the process's torch CPU thread count (node and replay alike);
+        # more threads than free cores make every forward far slower, not faster.
+        torch.set_num_threads(config.model.num_threads)
         if folder is None:
             return EnginePlanner.random_init(model.partition(":")[2] or "tiny", config)
         return EnginePlanner.from_folder(folder, config)
