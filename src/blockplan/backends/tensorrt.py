@@ -42,7 +42,6 @@ class BoundContext:
         self.inputs: list[str] = []
         for i in range(engine.num_io_tensors):
             name = engine.get_tensor_name(i)
-            dtype = _torch_dtype(engine.get_tensor_dtype(name))
             if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT:
                 self.context.set_input_shape(name, shapes[name])
                 self.inputs.append(name)
@@ -95,10 +94,12 @@ class TrtExecutor:
         self.max_len = int(record["max_len"])
         self.max_batch = int(record["max_batch"])
         self.runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
-        self.engines = {
-            name: self.runtime.deserialize_cuda_engine((folder / e["file"]).read_bytes())
-            for name, e in record["engines"].items()
-        }
+        self.engines = {}
+        for name, entry in record["engines"].items():
+            engine = self.runtime.deserialize_cuda_engine((folder / entry["file"]).read_bytes())
+            if engine is None:  # built for another GPU / TensorRT, or a corrupt file
+                raise RuntimeError(f"{folder / entry['file']}: TensorRT cannot deserialize it")
+            self.engines[name] = engine
         self.stream = torch.cuda.Stream()
         self.use_cuda_graph = use_cuda_graph
         self.contexts: dict[tuple[str, int], BoundContext] = {}
