@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from blockplan.config import ConfigError, load_config
+from blockplan.export.onnx_export import DEFAULT_WINDOWS
 
 log = logging.getLogger("blockplan.export")
 
@@ -23,9 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="folder to write")
     parser.add_argument(
         "--windows",
-        default="8,32,96,256",
+        default=",".join(str(w) for w in DEFAULT_WINDOWS),
         help="comma-separated decoder window sizes W, one static graph each (default: "
-        "8,32,96,256; the widest must hold the widest bidirectional window)",
+        "8,16,32,64,96,256; the widest must hold the widest bidirectional window)",
     )
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
     parser.add_argument(
