@@ -26,6 +26,8 @@ COMMANDS: dict[str, str] = {
     "bench": "bench",
     "closed-loop": "closed_loop",
     "config": "config",
+    "export": "export",
+    "build-engine": "build_engine",
 }
 
 # One-line help per command, kept here so `--help` imports no command module.
@@ -38,6 +40,8 @@ COMMAND_HELP: dict[str, str] = {
     "bench": "benchmark the decoding strategies (latency, forwards, tokens per step)",
     "closed-loop": "drive the ego in highway-env with the planner (closed loop) next to the expert and CV",
     "config": "validate a params file and print the resolved configuration",
+    "export": "export the model as static-shape ONNX graphs (vision per frame, decoder step)",
+    "build-engine": "build TensorRT engines from an export folder (fp16, fp8 or int8)",
 }
 
 

@@ -12,6 +12,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -37,6 +38,9 @@ from blockplan.schema import (
     render_prompt,
 )
 from blockplan.types import DrivingAnswer, Observation, Plan
+
+if TYPE_CHECKING:
+    from blockplan.backends import Backend
 
 DTYPES = {
     "float32": torch.float32,
@@ -68,11 +72,11 @@ class Planner:
         tokenizer: Tokenizer,
         config: PlannerConfig,
         schema: DrivingSchema | None = None,
+        backend: Backend | None = None,
+        folder: Path | None = None,
     ) -> None:
-        if config.model.backend != "torch":
-            raise PlannerSetupError(
-                f"model.backend={config.model.backend!r}: this Planner runs 'torch'"
-            )
+        """`backend`: a runner to share (default: the one `config.model.backend` names,
+        made here; `folder` is the model folder it may find exported graphs in)."""
         mc = model.config
         if tuple(config.camera_names) != mc.camera_names:
             raise PlannerSetupError(
@@ -102,8 +106,17 @@ class Planner:
         self.prompt_len = len(template)
         self.prompt_mask = frame_local_mask(template)  # (P, P): depends on the layout only
         max_batch = config.rollouts.num_rollouts
-        self.cache = KVCache.for_model(
-            mc.decoder, self.prompt_len + len(self.scaffold), max_batch, self.dtype
+        max_len = self.prompt_len + len(self.scaffold)
+        self.cache = KVCache.for_model(mc.decoder, max_len, max_batch, self.dtype)
+        from blockplan.backends import create_backend  # the backends import the engine
+
+        self.runner = backend or create_backend(
+            config.model.backend,
+            self.model,
+            max_len,
+            max_batch,
+            num_threads=config.model.num_threads,
+            folder=folder,
         )
 
     # ---- construction ----------------------------------------------------------------------
@@ -118,7 +131,8 @@ class Planner:
         tokenizer_path = folder / "tokenizer.json"
         if not tokenizer_path.is_file():
             raise PlannerSetupError(f"{folder}: no tokenizer.json")
-        return cls(model, load_tokenizer(tokenizer_path), config or PlannerConfig())
+        tokenizer = load_tokenizer(tokenizer_path)
+        return cls(model, tokenizer, config or PlannerConfig(), folder=folder)
 
     @classmethod
     def random_init(
@@ -162,7 +176,7 @@ class Planner:
         options = dataclasses.replace(options, stream_salt=observation.stamp_ns)
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        visual = self.model.visual(self.images(observation))  # (K*T, G, W)
+        visual = self.runner.encode_images(self.images(observation))  # (K*T, G, W)
         t1 = time.perf_counter()
         layout = self.render(observation)
         ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long)
@@ -171,7 +185,7 @@ class Planner:
         timings["encode"], timings["prompt"] = (t1 - t0) * 1e3, (t2 - t1) * 1e3
         ctx_cache = self.cache if options.num_rollouts <= self.cache.max_batch else None
         result = decode(
-            self.model,
+            self.runner,
             embeds,
             self.prompt_mask,
             self.scaffold,
