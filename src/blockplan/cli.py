@@ -24,7 +24,10 @@ COMMANDS: dict[str, str] = {
     "replay": "replay",
     "schema": "schema",
     "bench": "bench",
+    "closed-loop": "closed_loop",
     "config": "config",
+    "export": "export",
+    "build-engine": "build_engine",
 }
 
 # One-line help per command, kept here so `--help` imports no command module.
@@ -35,7 +38,10 @@ COMMAND_HELP: dict[str, str] = {
     "replay": "replay a ROS 2 bag through the control loop: plans.mcap, metrics.json, report.html",
     "schema": "show the answer scaffold per section (editable/scaffold tokens, blocks)",
     "bench": "benchmark the decoding strategies (latency, forwards, tokens per step)",
+    "closed-loop": "drive the ego in highway-env with the planner (closed loop) next to the expert and CV",
     "config": "validate a params file and print the resolved configuration",
+    "export": "export the model as static-shape ONNX graphs (vision per frame, decoder step)",
+    "build-engine": "build TensorRT engines from an export folder (fp16, fp8 or int8)",
 }
 
 

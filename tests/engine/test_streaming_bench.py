@@ -31,3 +31,9 @@ def test_bench_streaming_grid_and_bad_arguments(tmp_path, capsys):
     assert main(["bench", "--streaming", "--random-init", "test", "--image-size", "big"]) == 2
     assert main(["bench", "--streaming", "--random-init", "test", "--grid", "x"]) == 1
     assert main(["bench", "--streaming", "--random-init", "nope-stream", "--ticks", "2"]) == 1
+
+
+def test_bench_streaming_needs_the_torch_backend(capsys):
+    argv = ["bench", "--streaming", "--random-init", "test", "--backend", "onnxruntime"]
+    assert main(argv) == 2
+    assert "torch backend" in capsys.readouterr().err

@@ -58,6 +58,13 @@ def run_streaming(args: argparse.Namespace, config: PlannerConfig) -> int:
             file=sys.stderr,
         )
         return 2
+    if config.model.backend != "torch":
+        print(
+            f"error: --streaming: model.backend={config.model.backend!r}; streaming runs on "
+            "the torch backend",
+            file=sys.stderr,
+        )
+        return 2
     if args.model:
         folder = Path(args.model)
         try:

@@ -12,6 +12,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -38,6 +39,9 @@ from blockplan.schema import (
     render_prompt,
 )
 from blockplan.types import DrivingAnswer, Observation, Plan
+
+if TYPE_CHECKING:
+    from blockplan.backends import Backend
 
 DTYPES = {
     "float32": torch.float32,
@@ -69,11 +73,11 @@ class Planner:
         tokenizer: Tokenizer,
         config: PlannerConfig,
         schema: DrivingSchema | None = None,
+        backend: Backend | None = None,
+        folder: Path | None = None,
     ) -> None:
-        if config.model.backend != "torch":
-            raise PlannerSetupError(
-                f"model.backend={config.model.backend!r}: this Planner runs 'torch'"
-            )
+        """`backend`: a runner to share (default: the one `config.model.backend` names,
+        made here; `folder` is the model folder it may find exported graphs in)."""
         mc = model.config
         if tuple(config.camera_names) != mc.camera_names:
             raise PlannerSetupError(
@@ -104,13 +108,23 @@ class Planner:
         # (P, P): depends on the layout and the model's visual attention only
         self.prompt_mask = prompt_mask(template, mc.visual_attention)
         max_batch = config.rollouts.num_rollouts
-        self.cache = KVCache.for_model(
-            mc.decoder, self.prompt_len + len(self.scaffold), max_batch, self.dtype
+        max_len = self.prompt_len + len(self.scaffold)
+        self.cache = KVCache.for_model(mc.decoder, max_len, max_batch, self.dtype)
+        from blockplan.backends import create_backend  # the backends import the engine
+
+        self.runner = backend or create_backend(
+            config.model.backend,
+            self.model,
+            max_len,
+            max_batch,
+            num_threads=config.model.num_threads,
+            folder=folder,
         )
         # Streaming (engine/streaming.py): the vision cache is lossless, so on unless "off";
         # the K/V reuse is exact only for `streams_exactly` models, so "auto" keeps it off
-        # for the others ("on" opts in to the approximation).
-        mode = config.frame_window.streaming
+        # for the others ("on" opts in to the approximation). Torch backend only: it reads
+        # the pre-RoPE keys the eager decoder writes and runs the vision tower in parts.
+        mode = config.frame_window.streaming if self.runner.name == "torch" else "off"
         self.vision_cache = (
             VisionFeatureCache(self.model.visual, mc.num_frames) if mode != "off" else None
         )
@@ -138,7 +152,8 @@ class Planner:
         tokenizer_path = folder / "tokenizer.json"
         if not tokenizer_path.is_file():
             raise PlannerSetupError(f"{folder}: no tokenizer.json")
-        return cls(model, load_tokenizer(tokenizer_path), config or PlannerConfig())
+        tokenizer = load_tokenizer(tokenizer_path)
+        return cls(model, tokenizer, config or PlannerConfig(), folder=folder)
 
     @classmethod
     def random_init(
@@ -186,7 +201,7 @@ class Planner:
             self.check_frames(observation)
             visual = self.vision_cache(observation.frames, self.dtype)  # (K*T, G, W)
         else:
-            visual = self.model.visual(self.images(observation))  # (K*T, G, W)
+            visual = self.runner.encode_images(self.images(observation))  # (K*T, G, W)
         t1 = time.perf_counter()
         layout = self.render(observation)
         ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long)
@@ -195,7 +210,7 @@ class Planner:
         timings["encode"], timings["prompt"] = (t1 - t0) * 1e3, (t2 - t1) * 1e3
         ctx_cache = self.cache if options.num_rollouts <= self.cache.max_batch else None
         result = decode(
-            self.model,
+            self.runner,
             embeds,
             self.prompt_mask,
             self.scaffold,
