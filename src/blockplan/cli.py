@@ -24,6 +24,8 @@ COMMANDS: dict[str, str] = {
     "schema": "schema",
     "bench": "bench",
     "config": "config",
+    "train": "train",
+    "eval": "eval",
 }
 
 # One-line help per command, kept here so `--help` imports no command module.
@@ -34,6 +36,8 @@ COMMAND_HELP: dict[str, str] = {
     "schema": "show the answer scaffold per section (editable/scaffold tokens, blocks)",
     "bench": "benchmark the decoding strategies (latency, forwards, tokens per step)",
     "config": "validate a params file and print the resolved configuration",
+    "train": "train a planner (SASD recipe) on simulator shards or Fast-dDrive JSON; torchrun for DDP",
+    "eval": "open-loop evaluation on a test split: the model, N=4 rollouts and two baselines",
 }
 
 
