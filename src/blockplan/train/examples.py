@@ -41,6 +41,8 @@ class Examples(torch.utils.data.Dataset):
     images: np.ndarray  # (N, K*T, H, W, 3) uint8, view-major, model size
     future_xy: np.ndarray  # (N, 20, 2) float, 4 Hz ground truth (t = 0.25 .. 5 s)
     velocity: np.ndarray  # (N, 2) ego-frame velocity at t0 (constant-velocity baseline)
+    ego_history: np.ndarray  # (N, num_history, 6) the prompt's ego history (ego-MLP baseline)
+    command: np.ndarray  # (N,) index of the route command in the schema's list
     episode: np.ndarray  # (N,) str "<scenario>-<seed>"
     stamp_ns: np.ndarray  # (N,) int64
 
@@ -122,15 +124,30 @@ def _collect(rows: list[dict]) -> Examples:
     return Examples(**{k: np.stack([r[k] for r in rows]) for k in rows[0]})
 
 
-def load_shards(root: str | Path, split: str, recipe: Recipe, progress: bool = False) -> Examples:
-    """Every sample of `split` of a simulator data set, encoded against `recipe`."""
-    from blockplan.sim.dataset import MANIFEST, load_shard, sample_answer, sample_observation
+def read_manifest(root: str | Path) -> dict:
+    from blockplan.sim.dataset import MANIFEST
+
+    path = Path(root) / MANIFEST
+    if not path.is_file():
+        raise DataError(f"{root}: no {MANIFEST} (not a `blockplan dataset` folder)")
+    return json.loads(path.read_text())
+
+
+def load_shards(
+    root: str | Path,
+    split: str,
+    recipe: Recipe,
+    progress: bool = False,
+    with_images: bool = True,
+    manifest: dict | None = None,
+) -> Examples:
+    """Every sample of `split` of a simulator data set, encoded against `recipe`, in manifest
+    order (`with_images=False`: (N, 0, 1, 1, 3) image placeholders, for the baselines;
+    `manifest`: the already-read manifest, so a caller sees one consistent episode list)."""
+    from blockplan.sim.dataset import load_shard, sample_answer, sample_observation
 
     root = Path(root)
-    manifest_path = root / MANIFEST
-    if not manifest_path.is_file():
-        raise DataError(f"{root}: no {MANIFEST} (not a `blockplan dataset` folder)")
-    manifest = json.loads(manifest_path.read_text())
+    manifest = manifest or read_manifest(root)
     entries = [e for e in manifest["episodes"] if e["split"] == split]
     if not entries:
         raise DataError(f"{root}: no episodes in split {split!r}")
@@ -154,9 +171,13 @@ def load_shards(root: str | Path, split: str, recipe: Recipe, progress: bool = F
             rows.append({
                 "prompt_ids": encoder.prompt_ids(history, obs.route_command),
                 "answer_ids": encoder.answer_ids(sample_answer(shard, i)),
-                "images": encoder.resize(images.reshape(-1, *images.shape[2:])),
+                "images": encoder.resize(images.reshape(-1, *images.shape[2:]))
+                if with_images
+                else np.zeros((0, 1, 1, 3), np.uint8),
                 "future_xy": shard["future_xy"][i].astype(np.float64),
                 "velocity": history[-1, 2:4],
+                "ego_history": history,
+                "command": schema.route_commands.index(obs.route_command),
                 "episode": np.asarray(f"{entry['scenario']}-{entry['seed']}"),
                 "stamp_ns": np.asarray(obs.stamp_ns, dtype=np.int64),
             })  # fmt: skip
@@ -207,6 +228,8 @@ def load_fastddrive(path: str | Path, recipe: Recipe, history_period_s: float = 
             "images": encoder.resize(images),
             "future_xy": np.asarray(future, dtype=np.float64),
             "velocity": history[-1, 2:4],
+            "ego_history": history,
+            "command": schema.route_commands.index(command),
             "episode": np.asarray(f"{raw.get('scenario', 'json')}-{raw.get('seed', 0)}"),
             "stamp_ns": np.asarray(int(raw.get("stamp_ns", 0)), dtype=np.int64),
         })  # fmt: skip

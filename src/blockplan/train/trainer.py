@@ -243,8 +243,9 @@ class Trainer:
             torch.distributed.broadcast(flag, src=0)
         return bool(flag.item())
 
-    def fit(self) -> dict[str, Any]:
-        """Train to `config.steps` (or the time limit); returns the final log record."""
+    def fit(self, until: int | None = None) -> dict[str, Any]:
+        """Train to `config.steps` (or the time limit, or step `until`, saving there, as an
+        interruption would); returns the final log record."""
         self.out.mkdir(parents=True, exist_ok=True)
         cfg, ctx = self.config, self.ctx
         runner: nn.Module = self.module
@@ -256,7 +257,8 @@ class Trainer:
                    disable=not self.progress)  # fmt: skip
         started = time.monotonic()
         seen, t_log = 0, time.monotonic()
-        while self.step < cfg.steps:
+        last = cfg.steps if until is None else min(until, cfg.steps)
+        while self.step < last:
             record = self.train_step(runner)
             seen += cfg.batch_size * ctx.world_size
             bar.update(1)
@@ -268,8 +270,8 @@ class Trainer:
                           "samples_per_s": seen / max(now - t_log, 1e-9),
                           "elapsed_s": now - started, **record})  # fmt: skip
                 seen, t_log = 0, now
-            stop = self.should_stop(started)
-            if self.step % cfg.save_every == 0 or self.step == cfg.steps or stop:
+            stop = self.should_stop(started) or self.step == last
+            if self.step % cfg.save_every == 0 or stop:
                 self.checkpoint()
             if stop:
                 break
