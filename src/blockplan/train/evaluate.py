@@ -121,6 +121,7 @@ def evaluate(
     num_rollouts: int = 4,
     check_collisions: bool = True,
     progress: bool = True,
+    mlp_steps: int = 2000,
 ) -> dict[str, Any]:
     """The four methods' metrics on `split` (every sample, or `max_samples` evenly spaced)."""
     from blockplan.sim.dataset import load_shard, sample_answer, sample_observation
@@ -132,7 +133,7 @@ def evaluate(
     train = load_shards(data_dir, "train", recipe, progress, False, manifest)
     num_commands = len(recipe.schema.route_commands)
     t_fit = time.perf_counter()
-    mlp = EgoMLP.fit(train, num_commands)
+    mlp = EgoMLP.fit(train, num_commands, steps=mlp_steps)
     log.info("ego MLP fitted on %d samples in %.1f s", len(train), time.perf_counter() - t_fit)
     entries = [e for e in manifest["episodes"] if e["split"] == split]
     refs = [(e, i) for e in entries for i in range(e["num_samples"])]
