@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop and save after this much wall time")  # fmt: skip
     parser.add_argument("--resume", action="store_true",
                         help="continue from OUT/checkpoint when it exists")  # fmt: skip
+    parser.add_argument("--init-from",
+                        help="start from this model folder's weights (fine-tuning)")  # fmt: skip
     parser.add_argument("--num-threads", type=int, default=2, help="torch CPU threads (2)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where to train (auto: cuda when available)")  # fmt: skip
@@ -77,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         trainer = Trainer(recipe, train_set, args.out, config, ctx, val_set)
         if args.resume and trainer.resume():
             log.info("resumed from step %d", trainer.step)
+        elif args.init_from:
+            trainer.init_from(args.init_from)
         if ctx.is_main:
             log.info("%d parameters, %d train samples, %d per epoch per rank",
                      trainer.model.num_parameters(), len(train_set),

@@ -153,6 +153,16 @@ class Trainer:
         self.step, self.best_val = int(state["step"]), float(state["best_val"])
         return True
 
+    def init_from(self, folder: str | Path) -> None:
+        """Start from the weights of a model folder of the same architecture (fine-tuning:
+        fresh optimizer and schedule)."""
+        from blockplan.model.weights import load_pretrained
+
+        source = load_pretrained(folder)
+        if not isinstance(source, PlannerModel) or source.config != self.model.config:
+            raise TrainError(f"{folder}: not a planner of this run's architecture and schema")
+        self.model.load_state_dict(source.state_dict())
+
     def save(self) -> None:
         if not self.ctx.is_main:
             return
