@@ -2,7 +2,6 @@
 AR forward, each noisy block is the draft forward over the cached clean prefix."""
 
 import numpy as np
-import pytest
 import torch
 
 from blockplan.model.masks import block_causal_mask, frame_local_mask
@@ -27,7 +26,6 @@ def _setup(recipe, seed=0):
     return module, prompt, torch.from_numpy(answer), images, torch.from_numpy(noisy), masks, P
 
 
-@pytest.mark.slow
 @torch.no_grad()
 def test_streams_match_ar_and_draft_forwards(recipe):
     module, prompt, answer, images, noisy, _, P = _setup(recipe)
@@ -53,7 +51,6 @@ def test_streams_match_ar_and_draft_forwards(recipe):
             torch.testing.assert_close(hidden[:, off + s : off + e], ref[:, P + s :])
 
 
-@pytest.mark.slow
 def test_loss_is_finite_and_falls_when_fitting_one_batch(recipe):
     module, prompt, answer, images, noisy, masks, _ = _setup(recipe)
     module = module.float()

@@ -24,7 +24,6 @@ def test_bad_config_is_rejected():
         TrainConfig(steps=0)
 
 
-@pytest.mark.slow
 def test_resume_continues_exactly(recipe, dataset_dir, tmp_path):
     train = load_shards(dataset_dir, "train", recipe)
     val = load_shards(dataset_dir, "val", recipe)
