@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "config": "config",
     "export": "export",
     "build-engine": "build_engine",
+    "train": "train",
+    "eval": "eval",
 }
 
 # One-line help per command, kept here so `--help` imports no command module.
@@ -42,6 +44,8 @@ COMMAND_HELP: dict[str, str] = {
     "config": "validate a params file and print the resolved configuration",
     "export": "export the model as static-shape ONNX graphs (vision per frame, decoder step)",
     "build-engine": "build TensorRT engines from an export folder (fp16, fp8 or int8)",
+    "train": "train a planner (SASD recipe) on simulator shards or Fast-dDrive JSON; torchrun for DDP",
+    "eval": "open-loop evaluation on a test split: the model, N=4 rollouts and two baselines",
 }
 
 
