@@ -59,7 +59,7 @@ class ModelConfig:
     dir: str = "models/blockplan-tiny"
     backend: str = "torch"
     dtype: str = "float32"
-    num_threads: int = 2
+    num_threads: int = 1
 
     def __post_init__(self) -> None:
         _check(bool(self.dir), "model.dir", self.dir, "must not be empty")
