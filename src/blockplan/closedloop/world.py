@@ -1,0 +1,141 @@
+"""The closed-loop world: a highway-env scenario whose ego a controller drives.
+
+`make_env` (blockplan.sim) sets the scenario up with the IDM/MOBIL expert as the ego; every
+policy shares that start and the expert's warm-up. At t = 0 a planner policy swaps the
+expert for highway-env's kinematic `Vehicle` (the vehicle class of its `ContinuousAction`)
+at the same state, and from then on only normalised (acceleration, steering) actions move it.
+Everything read back is converted to REP-103 here (y and yaw change sign).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from blockplan.sim.episode import OBSTACLE_COLOR, PALETTE
+from blockplan.sim.scenarios import SIM_HZ, Scenario, make_env, spawn_traffic
+from blockplan.sim.world import (
+    KIND_OBSTACLE,
+    KIND_VEHICLE,
+    OBSTACLE_HEIGHT_M,
+    VEHICLE_HEIGHT_M,
+    Box,
+    EgoPose,
+    Snapshot,
+    hw_to_rep_yaw,
+)
+from blockplan.types import EgoState, seconds_to_ns
+
+DT = 1.0 / SIM_HZ
+# Stamps start here so the warm-up (negative scenario time) still has positive stamps.
+STAMP_OFFSET_S = 100.0
+
+
+class ClosedLoopWorld:
+    """One episode's highway-env world, stepped at SIM_HZ. `t` is scenario time (0 = end of
+    the warm-up); `stamp_ns(t)` is the sensor time the runtime sees."""
+
+    def __init__(self, scenario: Scenario, seed: int) -> None:
+        self.scenario = scenario
+        self.env = make_env(scenario, seed)
+        self.route = [tuple(r) for r in (getattr(self.env.vehicle, "route", None) or [])]
+        self.step_index = -int(round(scenario.warmup_s * SIM_HZ))
+        self.action_type: Any = None
+        self._ids: dict[int, int] = {}
+        self._static: list[Box] = []
+        self.spawn_every = round(scenario.spawn_period_s * SIM_HZ) if scenario.spawn_period_s else 0
+
+    @property
+    def t(self) -> float:
+        return self.step_index * DT
+
+    @property
+    def ego(self) -> Any:
+        return self.env.vehicle
+
+    @property
+    def crashed(self) -> bool:
+        return bool(self.env.vehicle.crashed)
+
+    def take_control(self, acceleration_range: tuple[float, float], steering_range_rad: float):
+        """Replace the expert ego by a controllable kinematic vehicle at the same state."""
+        from highway_env.envs.common.action import ContinuousAction
+
+        action_type = ContinuousAction(
+            self.env,
+            acceleration_range=acceleration_range,
+            steering_range=(-steering_range_rad, steering_range_rad),
+        )
+        expert = self.env.vehicle
+        ego = action_type.vehicle_class.create_from(expert)
+        road = self.env.road
+        road.vehicles[road.vehicles.index(expert)] = ego
+        self.env.controlled_vehicles = [ego]
+        self.env.vehicle = ego
+        self.action_type = action_type
+        return action_type
+
+    def act(self, action: np.ndarray) -> None:
+        """(2,) normalised [acceleration, steering] in [-1, 1] (highway-env's convention:
+        positive steering turns towards highway-env's +y, the driver's right)."""
+        self.action_type.act(np.asarray(action, dtype=np.float64))
+
+    def step(self) -> None:
+        """One SIM_HZ step of every vehicle (the ego repeats its last action)."""
+        self.env.road.act()
+        self.env.road.step(DT)
+        self.step_index += 1
+        if self.spawn_every and self.step_index % self.spawn_every == 0:
+            spawn_traffic(self.env, self.scenario)
+
+    # ------------------------------------------------------------------ read-back (REP-103)
+
+    def ego_pose(self) -> EgoPose:
+        v = self.env.vehicle
+        return EgoPose(
+            float(v.position[0]), float(-v.position[1]), hw_to_rep_yaw(v.heading), float(v.speed)
+        )
+
+    def ego_state(self, yaw_rate: float = 0.0) -> EgoState:
+        p = self.ego_pose()
+        return EgoState(self.stamp_ns(), p.x, p.y, p.yaw, p.speed, yaw_rate=yaw_rate)
+
+    def stamp_ns(self, t: float | None = None) -> int:
+        return seconds_to_ns(STAMP_OFFSET_S + (self.t if t is None else t))
+
+    def on_road(self) -> bool:
+        """Whether the ego's centre is on some lane of the road network."""
+        net, pos = self.env.road.network, self.env.vehicle.position
+        return bool(net.get_lane(net.get_closest_lane_index(pos)).on_lane(pos))
+
+    def snapshot(self) -> Snapshot:
+        """The world now, for the renderer."""
+        boxes = []
+        env = self.env
+        others = [(v, KIND_VEHICLE) for v in env.road.vehicles if v is not env.vehicle]
+        others += [(o, KIND_OBSTACLE) for o in env.road.objects if getattr(o, "solid", False)]
+        for obj, kind in others:
+            s = self._static_of(obj, kind)
+            x, y = obj.position
+            boxes.append(
+                Box(s.id, kind, float(x), float(-y), hw_to_rep_yaw(float(obj.heading)),
+                    float(obj.speed), s.length, s.width, s.height, s.color)
+            )  # fmt: skip
+        return Snapshot(t=self.t, ego=self.ego_pose(), boxes=tuple(boxes))
+
+    def _static_of(self, obj: Any, kind: str) -> Box:
+        key = id(obj)
+        if key not in self._ids:
+            j = len(self._static)
+            self._ids[key] = j
+            is_vehicle = kind == KIND_VEHICLE
+            self._static.append(
+                Box(j, kind, 0.0, 0.0, 0.0, 0.0, float(obj.LENGTH), float(obj.WIDTH),
+                    VEHICLE_HEIGHT_M if is_vehicle else OBSTACLE_HEIGHT_M,
+                    PALETTE[(j * 7 + 3) % len(PALETTE)] if is_vehicle else OBSTACLE_COLOR)
+            )  # fmt: skip
+        return self._static[self._ids[key]]
+
+    def close(self) -> None:
+        self.env.close()

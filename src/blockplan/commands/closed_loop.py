@@ -1,0 +1,139 @@
+"""`blockplan closed-loop`: the planner drives the ego in highway-env; the model, the IDM
+expert and the constant-velocity baseline on the same seeds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+HELP = "drive the ego in highway-env with the planner (closed loop) next to the expert and CV"
+POLICIES = ("model", "expert", "constant_velocity")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from blockplan.sim.scenarios import SCENARIOS
+
+    parser.add_argument("--scenario", default="highway", choices=sorted(SCENARIOS))
+    parser.add_argument("--episodes", type=int, default=5, help="number of seeds (default 5)")
+    parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument(
+        "--model",
+        help="model folder, random-init[:PRESET] or constant-velocity (default: model.dir of the "
+        "params file if that folder exists, else random-init)",
+    )
+    parser.add_argument("--duration", type=float, default=20.0, help="simulated s per episode")
+    parser.add_argument("--replan-period", type=float, default=0.5,
+                        help="s between plans (runtime ticks); a multiple of 0.05 (default 0.5)")  # fmt: skip
+    parser.add_argument("--control-hz", type=float, default=10.0, help="controller rate (Hz)")
+    parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES),
+                        help="which policies to run (default: all three)")  # fmt: skip
+    parser.add_argument("--render-dir", help="write PNG camera grids of the first planner episode")
+    parser.add_argument("--params", help="ROS 2 params YAML (default: the shipped planner.yaml)")
+    parser.add_argument("--rig", help="camera rig YAML (default: the shipped rig.yaml)")
+    parser.add_argument("--json", required=True, help="output JSON file")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _default_model(config) -> str:
+    from blockplan.runtime.model import RANDOM_INIT, ModelLoadError, resolve_model_dir
+
+    try:
+        resolve_model_dir(config.model.dir)
+    except ModelLoadError:
+        return RANDOM_INIT
+    return config.model.dir
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from blockplan.closedloop import (
+        EXPERT,
+        EpisodeSpec,
+        WarmupCrash,
+        aggregate,
+        run_expert_episode,
+        run_planner_episode,
+    )
+    from blockplan.closedloop.frames_out import FrameWriter
+    from blockplan.config import ConfigError, default_params_path, load_config
+    from blockplan.runtime.model import ModelLoadError, load_model
+    from blockplan.sim.rig import load_rig
+    from blockplan.sim.scenarios import ScenarioError, get_scenario
+
+    if args.episodes < 1:
+        print(f"error: --episodes={args.episodes} must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        config = load_config(args.params or default_params_path())
+        model = args.model or _default_model(config)
+        planners = {}
+        if "model" in args.policies:
+            planners["model"] = load_model(model, config, where="--model", require_manifest=False)
+        if "constant_velocity" in args.policies:
+            planners["constant_velocity"] = load_model("constant-velocity", config)
+        rig = load_rig(args.rig)
+        scenario = get_scenario(args.scenario)
+        specs = [
+            EpisodeSpec(scenario, args.seed + k, args.duration, args.control_hz,
+                        args.replan_period)
+            for k in range(args.episodes)
+        ]  # fmt: skip
+    except (ConfigError, ModelLoadError, ScenarioError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    results: dict[str, list] = {p: [] for p in args.policies}
+    skipped: list[int] = []
+    writer = None
+    bar = tqdm(total=len(specs) * len(args.policies), unit="episode", desc="closed loop",
+               disable=args.no_progress, file=sys.stderr)  # fmt: skip
+    start = time.perf_counter()
+    for spec in specs:
+        try:
+            episode = {}
+            for policy in args.policies:
+                bar.set_postfix_str(f"seed {spec.seed} {policy}")
+                if policy == EXPERT:
+                    episode[policy] = run_expert_episode(spec)
+                else:
+                    sink = None
+                    if args.render_dir and writer is None:
+                        writer = sink = FrameWriter(args.render_dir, f"{scenario.name}-{spec.seed}")
+                    episode[policy] = run_planner_episode(
+                        spec, policy, planners[policy], config, rig, frame_sink=sink
+                    )
+                bar.update(1)
+        except WarmupCrash:
+            skipped.append(spec.seed)
+            bar.update(len(args.policies) - len(episode))
+            continue
+        for policy, result in episode.items():
+            results[policy].append(result)
+    bar.close()
+    doc = {p: aggregate(results[p]) for p in args.policies}
+    doc["run"] = {
+        "scenario": scenario.name,
+        "seeds": [s.seed for s in specs if s.seed not in skipped],
+        "skipped_seeds_expert_crashed_in_warmup": skipped,
+        "model": model if "model" in args.policies else None,
+        "decoding": config.decoding.strategy,
+        "duration_s": args.duration,
+        "replan_period_s": args.replan_period,
+        "control_hz": args.control_hz,
+        "wall_s": round(time.perf_counter() - start, 1),
+        "frames": [str(p) for p in writer.written] if writer else [],
+    }
+    doc["episodes"] = [r.to_json() for p in args.policies for r in results[p]]
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+    for policy in args.policies:
+        m = doc[policy]
+        if m["episodes"]:
+            print(f"{policy:>18}: collisions {m['collision_rate']:.2f}  progress "
+                  f"{m['progress_m']:.1f} m  lane departures {m['lane_departure_rate']:.2f}  "
+                  f"|jerk| {m['mean_abs_jerk']:.3f} m/s^3  ({m['episodes']} episodes)")  # fmt: skip
+    print(f"wrote {args.json}")
+    return 0
