@@ -53,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-hf", action="store_true", help="skip the transformers generate baseline"
     )
     parser.add_argument("--json", metavar="PATH", help="also write the report to this file")
+    from blockplan.commands.bench_streaming import add_streaming_arguments
+
+    add_streaming_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     torch.set_num_threads(args.threads or config.model.num_threads)
+    if args.streaming:
+        from blockplan.commands.bench_streaming import run_streaming
+
+        return run_streaming(args, config)
     if args.model:
         planner = Planner.from_folder(Path(args.model), config)
         source = str(args.model)
