@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--windows",
         default=",".join(str(w) for w in DEFAULT_WINDOWS),
         help="comma-separated decoder window sizes W, one static graph each (default: "
-        "8,16,32,64,96,256; the widest must hold the widest bidirectional window)",
+        "8,16,32,48,64,96,256; the widest must hold the widest bidirectional window)",
     )
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
     parser.add_argument(

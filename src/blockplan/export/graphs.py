@@ -120,9 +120,12 @@ class DecoderStep(nn.Module):
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
     ) -> torch.Tensor:
         """Eager grouped-query attention: head h reads KV head h // (H / Hkv), as SDPA's
-        `enable_gqa` and HF's `repeat_kv` do."""
-        groups = self.num_heads // self.num_kv_heads
-        k = k.repeat_interleave(groups, dim=1)  # (B, H, L + W, D)
-        v = v.repeat_interleave(groups, dim=1)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim) + bias  # (B, H, W, L + W)
-        return torch.softmax(scores, dim=-1) @ v  # (B, H, W, D)
+        `enable_gqa` and HF's `repeat_kv` do — by folding each KV head's query heads into
+        its rows rather than copying K/V per query head."""
+        B, H, W, D = q.shape
+        kv_heads, groups = self.num_kv_heads, self.num_heads // self.num_kv_heads
+        q = q.reshape(B, kv_heads, groups * W, D)  # head h = kv * groups + g
+        scores = q @ k.transpose(-1, -2) / math.sqrt(D)  # (B, Hkv, groups * W, L + W)
+        scores = scores.view(B, kv_heads, groups, W, -1) + bias[:, :, None]
+        probs = torch.softmax(scores, dim=-1).view(B, kv_heads, groups * W, -1)
+        return (probs @ v).view(B, H, W, D)  # (B, H, W, D)

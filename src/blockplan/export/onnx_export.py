@@ -32,7 +32,7 @@ from blockplan.model.planner_model import PlannerModel
 FORMAT = "blockplan-onnx"
 SIDECAR = "export.json"
 VISION_FILE = "vision.onnx"
-DEFAULT_WINDOWS = (8, 16, 32, 64, 96, 256)
+DEFAULT_WINDOWS = (8, 16, 32, 48, 64, 96, 256)
 DEFAULT_OPSET = 17
 VISION_INPUTS = ("image", "camera_index", "frame_index")
 VISION_OUTPUTS = ("visual_tokens",)
