@@ -78,7 +78,6 @@ class PathPlanner:
         return Plan(stamp_ns=observation.stamp_ns, answer=answer, rollouts=waypoints[None])
 
 
-@pytest.mark.slow
 def test_a_curved_plan_is_tracked_where_constant_velocity_departs():
     scenario, seed = get_scenario("roundabout"), 0
     config, rig = load_config(default_params_path()), load_rig()
