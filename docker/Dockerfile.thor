@@ -48,6 +48,8 @@ RUN pip install --no-cache-dir --no-deps /ws/src/blockplan \
     && . /opt/ros/${ROS_DISTRO}/setup.bash \
     && colcon build --packages-select blockplan --base-paths /ws/src
 
+# The tensorrt backend caches engines under ~/.cache/blockplan/engines: point it at the volume.
+RUN mkdir -p /root/.cache/blockplan && ln -s /engines /root/.cache/blockplan/engines
 VOLUME ["/engines"]
 COPY docker/entrypoint.sh /entrypoint.sh
 ENTRYPOINT ["/entrypoint.sh"]

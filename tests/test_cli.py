@@ -3,7 +3,7 @@ import subprocess
 import sys
 
 from blockplan import __version__
-from blockplan.cli import COMMANDS, main
+from blockplan.cli import COMMANDS, _command_parser, main
 
 
 def test_version(capsys):
@@ -23,14 +23,20 @@ def test_help_lists_every_command(capsys):
 
 def test_each_command_has_help():
     for name in COMMANDS:
-        proc = subprocess.run(
-            [sys.executable, "-m", "blockplan.cli", name, "--help"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stderr
-        assert f"blockplan {name}" in proc.stdout
+        parser, module = _command_parser(name)
+        assert f"blockplan {name}" in parser.format_help()
+        assert callable(module.run)
+
+
+def test_module_entry_point_runs():
+    proc = subprocess.run(
+        [sys.executable, "-m", "blockplan.cli", "config", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "blockplan config" in proc.stdout
 
 
 def test_config_command_json(capsys):

@@ -21,10 +21,14 @@ COMMANDS: dict[str, str] = {
     "demo": "demo",
     "simulate": "simulate",
     "dataset": "dataset",
+    "train": "train",
+    "eval": "eval",
     "replay": "replay",
+    "closed-loop": "closed_loop",
     "schema": "schema",
     "bench": "bench",
-    "closed-loop": "closed_loop",
+    "export": "export",
+    "build-engine": "build_engine",
     "config": "config",
 }
 
@@ -33,10 +37,14 @@ COMMAND_HELP: dict[str, str] = {
     "demo": "simulate a short scenario, replay it with the shipped model, write the report",
     "simulate": "simulate a highway-env episode with the expert and write a ROS 2 bag",
     "dataset": "generate a sharded train/val/test data set (and a Fast-dDrive JSON export)",
+    "train": "train a planner (SASD recipe) on simulator shards or Fast-dDrive JSON; torchrun for DDP",
+    "eval": "open-loop evaluation on a test split: the model, N=4 rollouts and two baselines",
     "replay": "replay a ROS 2 bag through the control loop: plans.mcap, metrics.json, report.html",
+    "closed-loop": "drive the ego in highway-env with the planner (closed loop) next to the expert and CV",
     "schema": "show the answer scaffold per section (editable/scaffold tokens, blocks)",
     "bench": "benchmark the decoding strategies (latency, forwards, tokens per step)",
-    "closed-loop": "drive the ego in highway-env with the planner (closed loop) next to the expert and CV",
+    "export": "export the model as static-shape ONNX graphs (vision per frame, decoder step)",
+    "build-engine": "build TensorRT engines from an export folder (fp16, fp8 or int8)",
     "config": "validate a params file and print the resolved configuration",
 }
 

@@ -26,6 +26,7 @@ import yaml
 BACKENDS = ("torch", "onnxruntime", "tensorrt")
 STRATEGIES = ("ar", "full_diffusion", "section_diffusion", "scaffold_spec", "rollouts")
 TRANSPORTS = ("raw", "compressed")
+STREAMING_MODES = ("auto", "on", "off")
 STALE_CAMERA_POLICIES = ("wait", "degrade", "fallback")
 FALLBACK_POLICIES = ("stop", "hold_last")
 TIMING_MODES = ("ideal", "measured")
@@ -162,6 +163,10 @@ class FrameWindowConfig:
     frame_period_s: float = 0.5
     max_frame_age_s: float = 0.3
     stale_camera_policy: str = "degrade"
+    # Streaming prefill (DECODING.md "Streaming"): "auto" = on for models whose frames stream
+    # exactly (frame-only visual attention, no frame-slot embedding), off for the others;
+    # "on" also streams the others (approximate, opt-in); "off" recomputes every tick.
+    streaming: str = "auto"
 
     def __post_init__(self) -> None:
         _check(
@@ -173,6 +178,7 @@ class FrameWindowConfig:
         _positive("frame_window.frame_period_s", self.frame_period_s)
         _positive("frame_window.max_frame_age_s", self.max_frame_age_s)
         _one_of("frame_window.stale_camera_policy", self.stale_camera_policy, STALE_CAMERA_POLICIES)
+        _one_of("frame_window.streaming", self.streaming, STREAMING_MODES)
 
 
 @dataclass(frozen=True)

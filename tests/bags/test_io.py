@@ -176,3 +176,15 @@ def test_reader_errors_are_typed(tmp_path: Path) -> None:
     junk.write_bytes(b"not an mcap file at all")
     with pytest.raises(BagError, match="cannot open"), open_bag_reader(junk):
         pass
+
+
+def test_corrupt_payload_is_a_typed_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.mcap"
+    with BagWriter(path) as bag:
+        bag.write_raw("/odom", "nav_msgs/msg/Odometry", b"\x00\x01\x00\x00xx", 5)
+    with open_bag_reader(path) as reader:
+        (record,) = list(reader.records())
+        with pytest.raises(
+            BagError, match=r"cannot deserialize nav_msgs/msg/Odometry on /odom at 5"
+        ):
+            reader.deserialize(record)

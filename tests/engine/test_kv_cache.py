@@ -64,3 +64,28 @@ def test_rebase_is_exact(decoder_factory):
         got = model(ids[:, 11:], positions=torch.tensor([51]), cache=cache)
     assert (got - expected).abs().max() < 1e-9
     assert torch.equal(cache.positions[0, :11], torch.arange(40, 51))
+
+
+def test_append_places_pre_rope_slots_at_new_positions(decoder_factory):
+    """Slots copied out of one cache (pre-RoPE keys and values) and appended to another at
+    shifted positions give the logits of the shifted prompt; appending needs one row."""
+    model = decoder_factory(0)
+    ids = torch.randint(3, 16, (1, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        source = KVCache.for_model(model.config, 16, 2, torch.float64)
+        model(ids[:, :8], cache=source)
+        source.commit(8)
+        raw, values = source.raw_keys[:, 0, :, :8], source.kv[:, 1, 0, :, :8]
+        expected = model(ids[:, 8:], positions=torch.tensor([8]), cache=source)
+        target = KVCache.for_model(model.config, 16, 2, torch.float64)
+        target.append(raw[:, :, :3], values[:, :, :3], torch.arange(3) + 20)
+        target.append(raw[:, :, 3:], values[:, :, 3:], torch.arange(3, 8) + 20)
+        assert target.length == 8 and target.num_pending == 0
+        got = model(ids[:, 8:], positions=torch.tensor([28]), cache=target)
+        assert (got - expected).abs().max() < 1e-9
+        target.fork(2)
+        with pytest.raises(ValueError, match="rows active"):
+            target.append(raw[:, :, :1], values[:, :, :1], torch.arange(1))
+        target.reset()
+        with pytest.raises(KVCacheFullError):
+            target.append(raw.repeat(1, 1, 3, 1), values.repeat(1, 1, 3, 1), torch.arange(24))

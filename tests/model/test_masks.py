@@ -31,3 +31,16 @@ def test_frame_local():
     assert m[3].tolist() == [1, 1, 1, 1, 0, 0, 0, 0]  # header + own frame, bidirectional
     assert m[4].tolist() == [1, 1, 0, 0, 1, 1, 0, 0]  # not the previous frame
     assert m[6].tolist() == [1] * 7 + [0]  # text after the images sees everything before
+
+
+def test_frame_only_drops_the_header_and_prompt_mask_picks_by_setting():
+    from blockplan.model.masks import prompt_mask
+
+    spans = (ImageSpan(2, 4, 0, 0), ImageSpan(4, 6, 0, 1))
+    layout = PromptLayout(torch.zeros(8).numpy(), header_end=2, image_spans=spans)
+    m = prompt_mask(layout, "frame_only")
+    assert m[3].tolist() == [0, 0, 1, 1, 0, 0, 0, 0]  # own frame only
+    assert m[6].tolist() == [1] * 7 + [0]  # text unchanged
+    assert prompt_mask(layout, "frame_and_header").equal(frame_local_mask(layout))
+    with pytest.raises(ValueError, match="visual_attention"):
+        prompt_mask(layout, "everything")

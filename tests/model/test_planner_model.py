@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -89,3 +90,37 @@ def test_wrong_span_size_is_an_error():
     bad = (ImageSpan(spans[0].start, spans[0].end - 1, 0, 0),)
     with pytest.raises(ValueError, match="tokens per image"):
         model.embed_prompt(ids, bad, model.visual(model.visual.preprocess(_images())))
+
+
+def test_streaming_settings_default_round_trip_and_old_folders(tmp_path):
+    from blockplan.model.config import ModelConfigError
+
+    config = _config()
+    assert config.visual_attention == "frame_and_header" and config.frame_slot_embedding
+    assert not config.streams_exactly
+    old = config.to_dict()
+    del old["visual_attention"], old["frame_slot_embedding"]  # a folder from before
+    assert PlannerModelConfig.from_dict(old) == config
+    exact = dataclasses.replace(config, visual_attention="frame_only", frame_slot_embedding=False)
+    assert exact.streams_exactly
+    assert PlannerModelConfig.from_dict(exact.to_dict()) == exact
+    torch.manual_seed(0)
+    model = PlannerModel(exact).eval()
+    assert model.visual.frame_embed is None
+    assert not any("frame_embed" in k for k in model.folder_state())
+    model.save_pretrained(tmp_path / "m")
+    assert load_pretrained(tmp_path / "m").config == exact
+    with pytest.raises(ModelConfigError, match="visual_attention"):
+        dataclasses.replace(config, visual_attention="all")
+
+
+def test_without_frame_slot_embedding_a_frame_is_the_same_in_every_slot():
+    config = dataclasses.replace(_config(), frame_slot_embedding=False)
+    torch.manual_seed(0)
+    model = PlannerModel(config).eval()
+    images = model.visual.preprocess(_images())
+    same = images[[0, 0, 2, 2]]  # camera 0's image in both its slots, likewise camera 1
+    with torch.no_grad():
+        tokens = model.visual(same)  # (4, G, W)
+    assert torch.equal(tokens[0], tokens[1]) and torch.equal(tokens[2], tokens[3])
+    assert not torch.equal(tokens[0], tokens[2])  # camera identity stays

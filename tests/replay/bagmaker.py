@@ -42,6 +42,8 @@ class BagSpec:
     bad_length_at: set[int] = field(default_factory=set)  # raw images with a short data
     unknown_encoding_at: set[int] = field(default_factory=set)
     nan_odometry_at: set[int] = field(default_factory=set)
+    unstamped_image_at: set[int] = field(default_factory=set)  # header stamp left at 0
+    corrupt_odometry_at: set[int] = field(default_factory=set)  # undecodable CDR payload
     loop_after_s: float | None = None  # stamps jump back to the start (bag loop)
     with_tf: bool = True
     with_ground_truth: bool = False  # /ground_truth/future_path at every camera tick
@@ -95,7 +97,10 @@ def make_bag(path: Path, spec: BagSpec | None = None, storage: str = "mcap") -> 
             stamp = ego.stamp_ns
             if i in spec.nan_odometry_at:
                 ego = EgoState(stamp, math.nan, ego.y, ego.yaw, math.inf)
-            bag.write("/odom", ego_to_odometry(NS, ego), log_time)
+            if i in spec.corrupt_odometry_at:
+                bag.write_raw("/odom", "nav_msgs/msg/Odometry", b"\x00\x01\x00\x00xx", log_time)
+            else:
+                bag.write("/odom", ego_to_odometry(NS, ego), log_time)
             if spec.with_tf and i not in spec.nan_odometry_at:
                 bag.write("/tf", ego_to_tf(NS, ego), log_time)
             if spec.with_ground_truth:
@@ -116,5 +121,7 @@ def make_bag(path: Path, spec: BagSpec | None = None, storage: str = "mcap") -> 
                         msg.data = msg.data[:-7].copy()
                     if i in spec.unknown_encoding_at and c == 1:
                         msg.encoding = "bayer_grbg16"
+                    if i in spec.unstamped_image_at and c == 1:
+                        msg.header.stamp.sec, msg.header.stamp.nanosec = 0, 0
                 bag.write(topic, msg, log_time + 1)
     return path

@@ -27,4 +27,6 @@ def test_demo_with_the_baseline(tmp_path: Path, capsys) -> None:
         paths = list(reader.iter_decoded_messages(topics=["/planning/trajectory"]))
     assert len(paths) == metrics["ticks"]
     assert (out / "report.html").stat().st_size > 10_000
-    assert main(args) == 1  # refuses to overwrite a previous demo
+    assert main(args) == 0  # a second run replaces the previous demo
+    (out / "notes.txt").write_text("mine")
+    assert main(args) == 1  # but never touches a folder holding other files

@@ -121,8 +121,17 @@ def test_camera_goes_silent(tmp_path: Path) -> None:
         (BagSpec(duration_s=5.0, bad_length_at={10, 20}), "invalid_image", 2),
         (BagSpec(duration_s=5.0, unknown_encoding_at={15}), "invalid_image", 1),
         (BagSpec(duration_s=5.0, nan_odometry_at={12, 13, 25}), "odometry_nonfinite", 3),
+        (BagSpec(duration_s=5.0, unstamped_image_at={5, 6}), "unstamped_image", 2),
+        (BagSpec(duration_s=5.0, corrupt_odometry_at={7, 8, 9}), "corrupt_message", 3),
     ],
-    ids=["corrupt_jpeg", "data_length", "unknown_encoding", "nan_odometry"],
+    ids=[
+        "corrupt_jpeg",
+        "data_length",
+        "unknown_encoding",
+        "nan_odometry",
+        "unstamped",
+        "corrupt_cdr",
+    ],
 )
 def test_bad_inputs_are_counted_and_survived(tmp_path: Path, spec, kind, count) -> None:
     outputs = _replay(tmp_path, spec)
@@ -230,3 +239,19 @@ def test_load_planner_choices() -> None:
     assert isinstance(load_planner("constant-velocity", config), ConstantVelocityPlanner)
     with pytest.raises(ReplayInputError, match="no such model folder"):
         load_planner("models/does-not-exist", config)
+
+
+def test_cli_params_file_sets_the_policy(tmp_path: Path) -> None:
+    from blockplan.config import FrameWindowConfig, dump_config
+
+    config = PlannerConfig(frame_window=FrameWindowConfig(stale_camera_policy="fallback"))
+    params = tmp_path / "planner.yaml"
+    params.write_text(dump_config(config))
+    spec = BagSpec(duration_s=4.0, silent_camera="rear", silent_after_s=1.0)
+    bag = make_bag(tmp_path / "in.mcap", spec)
+    out = tmp_path / "out"
+    args = ["replay", str(bag), "--model", "constant-velocity", "--out", str(out)]
+    assert main([*args, "--params", str(params), "--no-progress"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["fallbacks"] >= 25  # the rear camera is stale from 1.3 s on
+    assert metrics["counters"]["degraded_requests"] == 0

@@ -4,7 +4,8 @@
 recorder would offer (sensor data for cameras, transient-local for /tf_static, reliable
 otherwise), and is a context manager that always closes the bag, so everything written stays
 readable when the caller fails. `flush()` additionally makes the messages written so far
-durable on disk, even if the process is killed before `close()`.
+readable from the storage file even if the process is killed before `close()` (handed to the
+OS, not fsync'ed: a power loss may still lose them).
 
 A path ending in `.mcap` or `.db3` is written as one file (Foxglove, `ros2 bag play FILE`);
 any other path becomes a rosbag2 directory with metadata.yaml.
@@ -31,6 +32,7 @@ from rosbags.interfaces import (
     QosTime,
 )
 from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterError
+from rosbags.serde import SerdeError
 from rosbags.typesys import get_types_from_idl, get_types_from_msg
 from rosbags.typesys.store import Typestore
 
@@ -160,7 +162,8 @@ class BagWriter:
         self.num_written += 1
 
     def flush(self) -> None:
-        """Make every message written so far durable in the storage file."""
+        """Hand every message written so far to the storage file (readable if the process dies;
+        mcap: without an index, e.g. with mcap's NonSeekingReader)."""
         if self._writer is None:
             return
         storage = self._writer.storage
@@ -243,7 +246,7 @@ class BagReader:
         self._ensure_type(record.msgtype)
         try:
             return self.typestore.deserialize_cdr(record.rawdata, record.msgtype)
-        except (ValueError, IndexError, KeyError, TypeError, AssertionError) as e:
+        except (SerdeError, ValueError, IndexError, KeyError, TypeError, struct.error) as e:
             raise BagError(
                 f"{self.path}: cannot deserialize {record.msgtype} on {record.topic} at "
                 f"{record.log_time_ns} ns: {e!r}"

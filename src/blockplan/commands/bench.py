@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from blockplan.config import (
+    BACKENDS,
     STRATEGIES,
     ConfigError,
     PlannerConfig,
@@ -44,9 +45,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--dtype", help="override model.dtype (float32, float64, ...)")
     parser.add_argument(
+        "--backend",
+        help=f"override model.backend ({'|'.join(BACKENDS)}; onnxruntime exports the model "
+        "in-process first); a comma-separated list compares backends in one interleaved run",
+    )
+    parser.add_argument(
         "--no-hf", action="store_true", help="skip the transformers generate baseline"
     )
     parser.add_argument("--json", metavar="PATH", help="also write the report to this file")
+    from blockplan.commands.bench_streaming import add_streaming_arguments
+
+    add_streaming_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +67,10 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         print(f"error: --strategies: unknown {unknown}; known {list(STRATEGIES)}", file=sys.stderr)
         return 2
+    backends = [b for b in (args.backend or "").split(",") if b]
+    if [b for b in backends if b not in BACKENDS]:
+        print(f"error: --backend={args.backend!r}: known {list(BACKENDS)}", file=sys.stderr)
+        return 2
     if args.rollouts < 1 or args.iters < 1 or args.warmup < 0:
         print("error: --rollouts and --iters must be >= 1, --warmup >= 0", file=sys.stderr)
         return 2
@@ -67,16 +80,30 @@ def run(args: argparse.Namespace) -> int:
             config = dataclasses.replace(
                 config, model=dataclasses.replace(config.model, dtype=args.dtype)
             )
+        if args.threads:
+            config = dataclasses.replace(
+                config, model=dataclasses.replace(config.model, num_threads=args.threads)
+            )
+        if backends:
+            config = dataclasses.replace(
+                config, model=dataclasses.replace(config.model, backend=backends[0])
+            )
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     torch.set_num_threads(args.threads or config.model.num_threads)
+    if args.streaming:
+        from blockplan.commands.bench_streaming import run_streaming
+
+        return run_streaming(args, config)
     if args.model:
         planner = Planner.from_folder(Path(args.model), config)
         source = str(args.model)
     else:
         planner = Planner.random_init(args.random_init, config, seed=args.seed)
         source = f"random-init {args.random_init}"
+    if len(backends) > 1:
+        return _compare_backends(planner, backends, strategies, args, source)
     with_hf = not args.no_hf and importlib.util.find_spec("transformers") is not None
     report = run_bench(
         planner,
@@ -87,6 +114,33 @@ def run(args: argparse.Namespace) -> int:
         args.seed,
         with_hf=with_hf,
         progress=log.info,
+    )
+    report["model"] = {"source": source, "backend": planner.runner.name, **report["model"]}
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 0
+
+
+def _compare_backends(planner, backends, strategies, args, source: str) -> int:
+    from blockplan.backends.bench import run_backend_bench
+    from blockplan.engine.planner import Planner
+
+    base = dataclasses.replace(
+        planner.config,
+        rollouts=dataclasses.replace(planner.config.rollouts, num_rollouts=args.rollouts),
+    )
+    folder = Path(args.model) if args.model else None
+    planners = {}
+    for name in backends:
+        log.info("bench: setting up backend %s", name)
+        config = dataclasses.replace(base, model=dataclasses.replace(base.model, backend=name))
+        planners[name] = Planner(
+            planner.model, planner.tokenizer, config, planner.schema, folder=folder
+        )
+    report = run_backend_bench(
+        planners, strategies, args.iters, args.warmup, args.seed, progress=log.info
     )
     report["model"] = {"source": source, **report["model"]}
     text = json.dumps(report, indent=2)

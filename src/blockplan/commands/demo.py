@@ -23,6 +23,15 @@ from blockplan.replay.planners import RANDOM_INIT, resolve_model_dir
 
 log = logging.getLogger(__name__)
 HELP = "simulate a short scenario, replay it with the shipped model, write the report"
+# What a demo writes into its folder (and may replace on the next run).
+DEMO_FILES = (
+    "sim.mcap",
+    "plans.mcap",
+    "metrics.json",
+    "report.html",
+    "latency.png",
+    "displacement.png",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,9 +90,18 @@ def run(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     bag = out / "sim.mcap"
-    if bag.exists() or (out / "plans.mcap").exists():
-        print(f"error: {out} holds a previous demo; remove it or pass --out", file=sys.stderr)
-        return 1
+    if out.is_dir() and any(out.iterdir()):
+        others = sorted(p.name for p in out.iterdir() if p.name not in DEMO_FILES)
+        if others:
+            print(
+                f"error: {out} holds files a demo did not write ({', '.join(others)}); "
+                "pass another --out",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"replacing the previous demo in {out}")
+        for name in DEMO_FILES:
+            (out / name).unlink(missing_ok=True)
     try:
         config = load_config(args.params or default_params_path())
         model = args.model or default_model(config)

@@ -32,7 +32,7 @@ def _with_rollouts(planner: Planner, n: int) -> Planner:
     config = dataclasses.replace(
         planner.config, rollouts=dataclasses.replace(planner.config.rollouts, num_rollouts=n)
     )
-    return Planner(planner.model, planner.tokenizer, config, planner.schema)
+    return Planner(planner.model, planner.tokenizer, config, planner.schema, planner.runner)
 
 
 @dataclass

@@ -7,13 +7,14 @@ attention mask and a `Scaffold`, and returns answer token ids.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from blockplan.config import STRATEGIES, PlannerConfig
-from blockplan.engine.block_loop import DecodeContext, TokenModel
+from blockplan.engine.block_loop import AnswerState, DecodeContext, TokenModel
 from blockplan.engine.constraints import AnswerConstraints
 from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.picking import SamplingPicker, rollout_streams
@@ -80,11 +81,14 @@ def decode(
     options: DecodeOptions,
     cache: KVCache | None = None,
     constraints: AnswerConstraints | None = None,
+    prefill_with: Callable[[DecodeContext, torch.Tensor, torch.Tensor], AnswerState] | None = None,
 ) -> DecodeResult:
     """Decode the answer of `scaffold` after the prompt with `options.strategy`.
 
     `cache` (reset here) must hold P + A slots and `num_rollouts` rows; one is made if None.
     `constraints` restrict each editable slot to tokens the schema's parser accepts.
+    `prefill_with(ctx, embeds, prompt_mask)` replaces the prompt prefill (the streaming
+    prefill, engine/streaming.py); it must commit the P prompt slots to `ctx.cache`.
     """
     P, A = embeds.shape[1], len(scaffold)
     if cache is None:
@@ -98,7 +102,7 @@ def decode(
         )
         timings = {"full_diffusion": (time.perf_counter() - t0) * 1e3}
     else:
-        state = prefill(ctx, embeds, prompt_mask)
+        state = (prefill_with or prefill)(ctx, embeds, prompt_mask)
         timings = {"prefill": (time.perf_counter() - t0) * 1e3}
         if options.strategy == "ar":
             decode_ar(ctx, state)

@@ -138,6 +138,21 @@ class KVCache:
         raw = self.raw_keys[:, :B, :, start:end]  # (layers, B, Hkv, n, D)
         self.kv[:, 0, :B, :, start:end] = apply_rope(raw, cos, sin)
 
+    def append(self, raw_keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor) -> None:
+        """Commit n slots after the committed ones (one active row) from pre-RoPE keys and
+        values (layers, kv_heads, n, head_dim), rotating the keys at `positions` (n,): how the
+        streaming prefill places cached header and frame K/V at their current slots."""
+        n = positions.shape[0]
+        if self.batch_size != 1:
+            raise ValueError(f"KVCache.append: {self.batch_size} rows active, needs 1")
+        if self.length + n > self.max_len:
+            raise KVCacheFullError(f"KVCache: {self.length + n} slots, max_len={self.max_len}")
+        start, end = self.length, self.length + n
+        self.raw_keys[:, 0, :, start:end] = raw_keys
+        self.kv[:, 1, 0, :, start:end] = values
+        self.length, self.num_pending = end, 0
+        self.rebase(start, end, positions)
+
     def reset(self) -> None:
         """Empty the cache (one row active); the buffers are kept."""
         self.length = 0

@@ -12,6 +12,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -20,8 +21,9 @@ from blockplan.config import PlannerConfig
 from blockplan.engine.constraints import build_constraints
 from blockplan.engine.decode import DecodeOptions, DecodeResult, decode
 from blockplan.engine.kv_cache import KVCache
+from blockplan.engine.streaming import StreamingPrefill, VisionFeatureCache
 from blockplan.engine.synthetic import synthetic_observation
-from blockplan.model.masks import frame_local_mask
+from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel
 from blockplan.model.presets import preset_config
 from blockplan.model.weights import load_pretrained
@@ -37,6 +39,9 @@ from blockplan.schema import (
     render_prompt,
 )
 from blockplan.types import DrivingAnswer, Observation, Plan
+
+if TYPE_CHECKING:
+    from blockplan.backends import Backend
 
 DTYPES = {
     "float32": torch.float32,
@@ -68,11 +73,11 @@ class Planner:
         tokenizer: Tokenizer,
         config: PlannerConfig,
         schema: DrivingSchema | None = None,
+        backend: Backend | None = None,
+        folder: Path | None = None,
     ) -> None:
-        if config.model.backend != "torch":
-            raise PlannerSetupError(
-                f"model.backend={config.model.backend!r}: this Planner runs 'torch'"
-            )
+        """`backend`: a runner to share (default: the one `config.model.backend` names,
+        made here; `folder` is the model folder it may find exported graphs in)."""
         mc = model.config
         if tuple(config.camera_names) != mc.camera_names:
             raise PlannerSetupError(
@@ -100,10 +105,39 @@ class Planner:
         )
         template = self.render(None)
         self.prompt_len = len(template)
-        self.prompt_mask = frame_local_mask(template)  # (P, P): depends on the layout only
+        # (P, P): depends on the layout and the model's visual attention only
+        self.prompt_mask = prompt_mask(template, mc.visual_attention)
         max_batch = config.rollouts.num_rollouts
-        self.cache = KVCache.for_model(
-            mc.decoder, self.prompt_len + len(self.scaffold), max_batch, self.dtype
+        max_len = self.prompt_len + len(self.scaffold)
+        self.cache = KVCache.for_model(mc.decoder, max_len, max_batch, self.dtype)
+        from blockplan.backends import create_backend  # the backends import the engine
+
+        self.runner = backend or create_backend(
+            config.model.backend,
+            self.model,
+            max_len,
+            max_batch,
+            num_threads=config.model.num_threads,
+            folder=folder,
+        )
+        # Streaming (engine/streaming.py): the vision cache is lossless, so on unless "off";
+        # the K/V reuse is exact only for `streams_exactly` models, so "auto" keeps it off
+        # for the others ("on" opts in to the approximation). Torch backend only: it reads
+        # the pre-RoPE keys the eager decoder writes and runs the vision tower in parts.
+        mode = config.frame_window.streaming if self.runner.name == "torch" else "off"
+        self.vision_cache = (
+            VisionFeatureCache(self.model.visual, mc.num_frames) if mode != "off" else None
+        )
+        self.streamer = (
+            StreamingPrefill(
+                template,
+                len(mc.camera_names),
+                mc.num_frames,
+                attend_header=mc.visual_attention == "frame_and_header",
+                max_gap_ns=int(1.5 * config.frame_window.frame_period_s * 1e9),
+            )
+            if mode == "on" or (mode == "auto" and mc.streams_exactly)
+            else None
         )
 
     # ---- construction ----------------------------------------------------------------------
@@ -118,7 +152,8 @@ class Planner:
         tokenizer_path = folder / "tokenizer.json"
         if not tokenizer_path.is_file():
             raise PlannerSetupError(f"{folder}: no tokenizer.json")
-        return cls(model, load_tokenizer(tokenizer_path), config or PlannerConfig())
+        tokenizer = load_tokenizer(tokenizer_path)
+        return cls(model, tokenizer, config or PlannerConfig(), folder=folder)
 
     @classmethod
     def random_init(
@@ -162,7 +197,11 @@ class Planner:
         options = dataclasses.replace(options, stream_salt=observation.stamp_ns)
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        visual = self.model.visual(self.images(observation))  # (K*T, G, W)
+        if self.vision_cache is not None:
+            self.check_frames(observation)
+            visual = self.vision_cache(observation.frames, self.dtype)  # (K*T, G, W)
+        else:
+            visual = self.runner.encode_images(self.images(observation))  # (K*T, G, W)
         t1 = time.perf_counter()
         layout = self.render(observation)
         ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long)
@@ -171,13 +210,14 @@ class Planner:
         timings["encode"], timings["prompt"] = (t1 - t0) * 1e3, (t2 - t1) * 1e3
         ctx_cache = self.cache if options.num_rollouts <= self.cache.max_batch else None
         result = decode(
-            self.model,
+            self.runner,
             embeds,
             self.prompt_mask,
             self.scaffold,
             options,
             cache=ctx_cache,
             constraints=self.constraints,
+            prefill_with=self.streamer.bind(observation.frames) if self.streamer else None,
         )
         timings.update(result.timings_ms)
         t3 = time.perf_counter()
@@ -203,8 +243,26 @@ class Planner:
         """Strictly parse one answer row; raises `ScaffoldParseError`."""
         return parse_answer(tokens, self.scaffold, self.tokenizer, self.schema)
 
+    def reset_stream(self) -> None:
+        """Forget the streamed window and cached features: the next plan is a full prefill
+        (the runtime calls it after a time jump)."""
+        if self.streamer is not None:
+            self.streamer.reset()
+        if self.vision_cache is not None:
+            self.vision_cache.clear()
+
     def images(self, observation: Observation) -> torch.Tensor:
         """(K*T, 3, H, W) model-ready images from the view-major frames of `observation`."""
+        self.check_frames(observation)
+        out = []
+        for frame in observation.frames:
+            image = torch.from_numpy(np.ascontiguousarray(frame.image))[None]  # (1, H, W, 3)
+            out.append(self.model.visual.preprocess(image))
+        return torch.cat(out).to(self.dtype)  # (K*T, 3, H, W)
+
+    def check_frames(self, observation: Observation) -> None:
+        """Raise unless `observation.frames` are the model's K cameras x T frames in
+        view-major order."""
         mc = self.model.config
         K, T = len(mc.camera_names), mc.num_frames
         if len(observation.frames) != K * T:
@@ -212,7 +270,6 @@ class Planner:
                 f"observation.frames: {len(observation.frames)} frames, the model needs "
                 f"{K} cameras x {T} frames"
             )
-        out = []
         for i, frame in enumerate(observation.frames):
             expected = mc.camera_names[i // T]
             if frame.camera != expected:
@@ -220,9 +277,6 @@ class Planner:
                     f"observation.frames[{i}].camera={frame.camera!r}: view-major order "
                     f"expects {expected!r}"
                 )
-            image = torch.from_numpy(np.ascontiguousarray(frame.image))[None]  # (1, H, W, 3)
-            out.append(self.model.visual.preprocess(image))
-        return torch.cat(out).to(self.dtype)  # (K*T, 3, H, W)
 
 
 def _schema_from(settings: dict) -> DrivingSchema:

@@ -10,6 +10,8 @@ committed slots followed by the S new tokens, so L = past + S.
                  across blocks causal, so a finished block's K/V never change (ALGORITHMS §1).
 * frame-local:   in the prompt, a camera frame's visual tokens see the prompt header and
                  their own frame only; text tokens see everything before them (ALGORITHMS §6).
+                 With `attend_header=False` (model setting `visual_attention="frame_only"`)
+                 they see their own frame only: the exactly streamable layout.
 """
 
 from __future__ import annotations
@@ -35,23 +37,38 @@ def draft_mask(num_new: int, num_past: int = 0, device: torch.device | None = No
     return torch.ones(num_new, num_past + num_new, dtype=torch.bool, device=device)
 
 
-def frame_local_mask(layout: PromptLayout, device: torch.device | None = None) -> torch.Tensor:
+def frame_local_mask(
+    layout: PromptLayout, device: torch.device | None = None, attend_header: bool = True
+) -> torch.Tensor:
     """(P, P) prompt mask: causal, except that the visual tokens of each frame see only the
-    header [0, header_end) and their own frame (bidirectionally).
+    header [0, header_end) (unless `attend_header` is False) and their own frame
+    (bidirectionally).
 
     Text tokens after the images see everything before them. With this mask a frame's
     hidden states do not depend on the other frames, so its cached K/V can be reused when the
     window slides. (Its attention to the header still depends on the frame's distance to the
     header under RoPE, so a frame that moves to a new slot is exact only if the model is
-    trained with the header distance it will be streamed at.)
+    trained with the header distance it will be streamed at; without the header the frame's
+    hidden states depend on within-frame distances only and moving it is exact.)
     """
     mask = causal_mask(len(layout), 0, device)
     for span in layout.image_spans:
         rows = slice(span.start, span.end)
         mask[rows, :] = False
-        mask[rows, : layout.header_end] = True
+        if attend_header:
+            mask[rows, : layout.header_end] = True
         mask[rows, span.start : span.end] = True
     return mask
+
+
+def prompt_mask(
+    layout: PromptLayout, visual_attention: str, device: torch.device | None = None
+) -> torch.Tensor:
+    """(P, P) prompt mask for a model's `visual_attention` ("frame_and_header" or
+    "frame_only")."""
+    if visual_attention not in ("frame_and_header", "frame_only"):
+        raise ValueError(f"visual_attention={visual_attention!r}: unknown")
+    return frame_local_mask(layout, device, attend_header=visual_attention == "frame_and_header")
 
 
 def block_causal_mask(prefix_mask: torch.Tensor, blocks: Sequence[tuple[int, int]]) -> torch.Tensor:

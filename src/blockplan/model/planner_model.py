@@ -24,6 +24,15 @@ from blockplan.schema.layout import ImageSpan
 MODEL_TYPE = "blockplan_planner"
 VISUAL_PREFIX = "visual."
 
+# What a frame's visual tokens attend to in the prompt (text tokens always see everything
+# before them). "frame_and_header": the system header and their own frame — the layout of
+# the models trained so far. "frame_only": their own frame only. Together with
+# `frame_slot_embedding=False` the latter makes a frame's pre-RoPE keys and values at every
+# layer independent of the slot it occupies: its tokens see nothing outside the frame, their
+# inputs do not depend on the slot, and within-frame attention depends only on within-frame
+# distances (RoPE). Streaming the window (engine/streaming.py) is then exactly lossless.
+VISUAL_ATTENTION = ("frame_and_header", "frame_only")
+
 
 @dataclass(frozen=True)
 class PlannerModelConfig:
@@ -33,8 +42,19 @@ class PlannerModelConfig:
     num_frames: int
     block_size: int = 32
     schema: dict[str, Any] = field(default_factory=dict)  # opaque to the model
+    visual_attention: str = "frame_and_header"  # one of VISUAL_ATTENTION
+    frame_slot_embedding: bool = True  # a learned embedding per frame slot on visual tokens
 
     def __post_init__(self) -> None:
+        if self.visual_attention not in VISUAL_ATTENTION:
+            raise ModelConfigError(
+                f"visual_attention={self.visual_attention!r}: must be one of "
+                f"{list(VISUAL_ATTENTION)}"
+            )
+        if not isinstance(self.frame_slot_embedding, bool):
+            raise ModelConfigError(
+                f"frame_slot_embedding={self.frame_slot_embedding!r}: must be true or false"
+            )
         if not self.camera_names:
             raise ModelConfigError("camera_names=(): at least one camera is required")
         if self.num_frames < 1:
@@ -46,6 +66,11 @@ class PlannerModelConfig:
     def tokens_per_image(self) -> int:
         return self.vision.tokens_per_image
 
+    @property
+    def streams_exactly(self) -> bool:
+        """Whether a frame's cached K/V stay exact when the frame moves to another slot."""
+        return self.visual_attention == "frame_only" and not self.frame_slot_embedding
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "model_type": MODEL_TYPE,
@@ -56,6 +81,8 @@ class PlannerModelConfig:
             "tokens_per_image": self.tokens_per_image,
             "block_size": self.block_size,
             "schema": self.schema,
+            "visual_attention": self.visual_attention,
+            "frame_slot_embedding": self.frame_slot_embedding,
         }
 
     @classmethod
@@ -68,6 +95,9 @@ class PlannerModelConfig:
                 num_frames=int(d["num_frames"]),
                 block_size=int(d.get("block_size", 32)),
                 schema=dict(d.get("schema") or {}),
+                # Folders written before these settings existed have the default layout.
+                visual_attention=str(d.get("visual_attention", "frame_and_header")),
+                frame_slot_embedding=d.get("frame_slot_embedding", True),
             )
         except KeyError as e:
             raise ModelConfigError(f"config.json lacks {e.args[0]!r}") from e
@@ -81,7 +111,11 @@ class PlannerModel(nn.Module):
         self.config = config
         self.decoder = Decoder(config.decoder)
         self.visual = VisionTower(
-            config.vision, config.decoder.hidden_size, len(config.camera_names), config.num_frames
+            config.vision,
+            config.decoder.hidden_size,
+            len(config.camera_names),
+            config.num_frames,
+            frame_slot_embedding=config.frame_slot_embedding,
         )
 
     def forward(self, input_ids: torch.Tensor | None = None, **kwargs: Any) -> torch.Tensor:

@@ -37,6 +37,17 @@ VISION_PRESETS: dict[str, VisionConfig] = {
 }
 
 
+# "<size>-stream" (e.g. `tiny-stream`): the same size with the exactly streamable layout —
+# visual tokens attend to their own frame only and carry no frame-slot embedding, so a
+# frame's cached K/V are exact in whatever slot the sliding window puts it (DECODING.md).
+STREAM_SUFFIX = "-stream"
+
+
+def preset_names() -> list[str]:
+    """Every preset name `preset_config` accepts."""
+    return sorted([*PRESETS, *(name + STREAM_SUFFIX for name in PRESETS)])
+
+
 def preset_config(
     preset: str,
     vocab_size: int,
@@ -47,18 +58,22 @@ def preset_config(
     max_position_embeddings: int = 4096,
 ) -> PlannerModelConfig:
     """A `PlannerModelConfig` of a named size; `schema` (a DrivingSchema) is recorded."""
-    if preset not in PRESETS:
-        raise ModelConfigError(f"preset={preset!r}: must be one of {sorted(PRESETS)}")
+    if preset not in preset_names():
+        raise ModelConfigError(f"preset={preset!r}: must be one of {preset_names()}")
+    streaming = preset.endswith(STREAM_SUFFIX)
+    size = preset.removesuffix(STREAM_SUFFIX)
     decoder = DecoderConfig(
-        vocab_size=vocab_size, max_position_embeddings=max_position_embeddings, **PRESETS[preset]
+        vocab_size=vocab_size, max_position_embeddings=max_position_embeddings, **PRESETS[size]
     )
     return PlannerModelConfig(
         decoder=decoder,
-        vision=VISION_PRESETS[preset],
+        vision=VISION_PRESETS[size],
         camera_names=tuple(camera_names),
         num_frames=num_frames,
         block_size=block_size,
         schema=schema_to_dict(schema) if schema is not None else {},
+        visual_attention="frame_only" if streaming else "frame_and_header",
+        frame_slot_embedding=not streaming,
     )
 
 

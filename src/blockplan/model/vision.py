@@ -2,7 +2,9 @@
 
 `VisionTower` = a small CNN encoder (a grid of features per image) + an MLP projector to the
 decoder width + learned identity embeddings (camera, frame slot, grid cell), so the decoder
-knows which camera and which moment each visual token shows. Images arrive as K cameras × T
+knows which camera and which moment each visual token shows. The frame-slot embedding is
+optional: exactly streamable models leave it out (a frame's tokens must not depend on the slot
+it occupies; temporal order reaches the text through RoPE distance instead). Images arrive as K cameras × T
 frames in view-major order (camera 0 oldest→newest, then camera 1, …).
 """
 
@@ -84,7 +86,14 @@ class SmallCNN(nn.Module):
 class VisionTower(nn.Module):
     """Encoder + projector + identity embeddings (state-dict prefix `visual.` in a folder)."""
 
-    def __init__(self, config: VisionConfig, width: int, num_cameras: int, num_frames: int) -> None:
+    def __init__(
+        self,
+        config: VisionConfig,
+        width: int,
+        num_cameras: int,
+        num_frames: int,
+        frame_slot_embedding: bool = True,
+    ) -> None:
         super().__init__()
         self.config = config
         self.num_cameras, self.num_frames = num_cameras, num_frames
@@ -94,7 +103,8 @@ class VisionTower(nn.Module):
             nn.Linear(feature_dim, width), nn.GELU(), nn.Linear(width, width)
         )
         self.camera_embed = nn.Embedding(num_cameras, width)
-        self.frame_embed = nn.Embedding(num_frames, width)
+        # Without it a frame's tokens do not depend on its slot (exact streaming).
+        self.frame_embed = nn.Embedding(num_frames, width) if frame_slot_embedding else None
         self.cell_embed = nn.Embedding(config.tokens_per_image, width)
 
     def preprocess(self, images: torch.Tensor) -> torch.Tensor:
@@ -110,11 +120,24 @@ class VisionTower(nn.Module):
         K, T = self.num_cameras, self.num_frames
         if images.shape[0] != K * T:
             raise ValueError(f"VisionTower: {images.shape[0]} images, expected {K}x{T}")
+        tokens = self.project(images)  # (K*T, G, W)
+        camera = torch.arange(K, device=tokens.device).repeat_interleave(T)  # k = i // T
+        frame = torch.arange(T, device=tokens.device).repeat(K)  # t = i % T
+        return self.add_identity(tokens, camera, frame)
+
+    def project(self, images: torch.Tensor) -> torch.Tensor:
+        """images (N, 3, H, W) → projected features (N, G, W) before the identity embeddings:
+        what the streaming vision cache keeps per (camera, stamp)."""
         dtype = self.camera_embed.weight.dtype
-        tokens = self.projector(self.encoder(images.to(dtype)))  # (K*T, G, W)
-        device = tokens.device
-        camera = torch.arange(K, device=device).repeat_interleave(T)  # view-major: k = i // T
-        frame = torch.arange(T, device=device).repeat(K)  # t = i % T
-        cells = torch.arange(tokens.shape[1], device=device)
-        identity = self.camera_embed(camera)[:, None] + self.frame_embed(frame)[:, None]
-        return tokens + identity + self.cell_embed(cells)[None]  # (K*T, G, W)
+        return self.projector(self.encoder(images.to(dtype)))  # (N, G, W)
+
+    def add_identity(
+        self, tokens: torch.Tensor, camera: torch.Tensor, frame: torch.Tensor
+    ) -> torch.Tensor:
+        """tokens (N, G, W) of the images at camera (N,) and frame slot (N,) → visual tokens
+        (N, G, W) with the camera, frame-slot (when the model has it) and cell embeddings."""
+        identity = self.camera_embed(camera)[:, None]  # (N, 1, W)
+        if self.frame_embed is not None:
+            identity = identity + self.frame_embed(frame)[:, None]
+        cells = torch.arange(tokens.shape[1], device=tokens.device)
+        return tokens + identity + self.cell_embed(cells)[None]  # (N, G, W)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,8 @@ def _read_odometry_segments(reader, topic: str | None, jump_ns: int) -> list[Rec
             ego = odometry_to_ego(reader.deserialize(record))
         except BagError:
             continue  # counted in the main pass
+        if ego.stamp_ns <= 0:
+            continue  # unstamped: counted in the main pass
         if last is not None and ego.stamp_ns < last - jump_ns:
             segments.append([])
             last = ego.stamp_ns
@@ -152,7 +155,11 @@ class _Replayer:
             return
         topic = record.topic
         if topic in self.topics.cameras:
-            self.advance(time_to_ns(msg.header.stamp), record.log_time_ns)
+            stamp = time_to_ns(msg.header.stamp)
+            if stamp <= 0:  # an unset header would drag the clock back to 1970
+                self.runtime.on_invalid_input("unstamped_image", f"{topic}: header stamp {stamp}")
+                return
+            self.advance(stamp, record.log_time_ns)
             try:
                 frame = image_msg_to_frame(msg, self.topics.cameras[topic])
             except ImageDecodeError as e:
@@ -161,20 +168,20 @@ class _Replayer:
             self.runtime.on_frame(frame)
         elif topic == self.topics.odometry:
             ego = odometry_to_ego(msg)
-            if self.last_odom is not None and ego.stamp_ns < self.last_odom - self.jump_ns:
-                self.segment += 1  # the same split as _read_odometry_segments
+            if ego.stamp_ns <= 0:
+                self.runtime.on_invalid_input("unstamped_odometry", f"header stamp {ego.stamp_ns}")
+                return
+            if self.last_odom is None or ego.stamp_ns < self.last_odom - self.jump_ns:
+                if self.last_odom is not None:
+                    self.segment += 1  # the same split as _read_odometry_segments
                 self.last_odom = ego.stamp_ns
-            self.last_odom = max(self.last_odom or ego.stamp_ns, ego.stamp_ns)
+            self.last_odom = max(self.last_odom, ego.stamp_ns)
             self.advance(ego.stamp_ns, record.log_time_ns)
             self.runtime.on_odometry(ego)
-            if self.synthesize_tf and all(map(_finite, (ego.x, ego.y, ego.yaw))):
+            if self.synthesize_tf and all(map(math.isfinite, (ego.x, ego.y, ego.yaw))):
                 self.publisher.tf_from_odometry(ego, record.log_time_ns)
         elif topic == self.topics.route_command:
             self.runtime.on_route_command(str(msg.data))
-
-
-def _finite(value: float) -> bool:
-    return value == value and abs(value) != float("inf")
 
 
 def replay_bag(
@@ -201,6 +208,11 @@ def replay_bag(
         topics = resolve_topics(config, reader.topics)
         for missing in topics.missing_cameras:
             log.warning("camera topic %s is not in the bag: that camera stays missing", missing)
+        if topics.odometry is None:
+            log.warning(
+                "no %s in the bag: without odometry every tick publishes the fallback",
+                config.topics.odom,
+            )
         paths = _read_odometry_segments(reader, topics.odometry, seconds_to_ns(limits.time_jump_s))
         ground_truth = _read_ground_truth(reader)
         # Ground truth is not an input, but copied so the output bag shows it too.
@@ -227,6 +239,7 @@ def replay_bag(
         bag=str(bag),
         camera_topics=sorted(topics.cameras),
         missing_camera_topics=list(topics.missing_cameras),
+        odometry_topic=topics.odometry,
         ground_truth=GT_PATH_TOPIC if ground_truth else "recorded odometry",
     )
     return ReplayResult(metrics, replayer.log, topics, plans_bag)

@@ -12,6 +12,7 @@ verified when present but not required here.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from blockplan.config import PlannerConfig
@@ -19,6 +20,7 @@ from blockplan.replay.topics import ReplayInputError
 from blockplan.runtime import Planner
 from blockplan.runtime import model as models
 
+log = logging.getLogger(__name__)
 BASELINES = models.BASELINES
 RANDOM_INIT = models.RANDOM_INIT
 
@@ -31,8 +33,13 @@ def resolve_model_dir(model: str) -> Path:
         raise ReplayInputError(str(e)) from e
 
 
-def load_planner(model: str, config: PlannerConfig) -> Planner:
+def load_planner(model: str, config: PlannerConfig, warm_up: bool = True) -> Planner:
+    """The planner for a replay, warmed up as the node warms it up on activation, so the
+    first plan's latency in a `measured` replay is the vehicle's, not a cold start's."""
     try:
-        return models.load_model(model, config, "--model", require_manifest=False)
+        planner = models.load_model(model, config, "--model", require_manifest=False)
+        if warm_up:
+            log.info("warm-up plan took %.0f ms", models.warm_up(planner, config))
+        return planner
     except models.ModelLoadError as e:
         raise ReplayInputError(str(e)) from e

@@ -2,7 +2,18 @@
 
 Counters only grow. `invalid_inputs` is the sum of every rejected input, each also counted
 under its own name (`invalid_image`, `odometry_nonfinite`, …). Latencies keep a bounded window
-of recent samples for p50 / p99.
+of recent samples for p50 / p99: `inference` (planner call + post-processing), `tick` (one
+tick without the planner) and `plan_age` (age of the published plan).
+
+* `deadline_misses`: ticks whose own work took longer than the control period, or that fired
+  more than half a period late (the timer could not keep the rate);
+* `inference_overruns`: plans whose inference took longer than one control period;
+* `fallbacks`: ticks that published the fallback; `plans`: plans that passed the gates;
+* `invalid_plans`: plans rejected by the gates; `planner_errors`: planner exceptions;
+* `waits` / `degraded_requests`: ticks where a stale camera held back / degraded a request;
+* `time_jumps`: resets after a stamp or the clock went back; `discarded_results`: plans from
+  before a reset (or older than the newest) that were dropped;
+* `unfinished_plans`: plans still in flight when a replay ended.
 """
 
 from __future__ import annotations

@@ -1,0 +1,70 @@
+"""The `Backend` protocol: what the Planner and the decoding engine call to run the model.
+
+A backend runs the vision tower and the decoder's pure forward; the engine (strategies, KV
+cache verbs, acceptance) is the same on every backend. `torch` calls the model directly;
+`onnxruntime` and `tensorrt` run the exported static-shape graphs through `StepBackend`
+(`backends/step.py`), which pads windows and copies the new K/V into the engine's `KVCache`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+from blockplan.engine.kv_cache import KVCache
+from blockplan.model.config import DecoderConfig
+from blockplan.model.planner_model import PlannerModel
+
+
+class Backend(Protocol):
+    """The engine's `TokenModel` plus the vision tower."""
+
+    name: str
+
+    def __call__(
+        self,
+        input_ids: torch.Tensor | None = None,  # (B, S)
+        *,
+        inputs_embeds: torch.Tensor | None = None,  # (B, S, Hd)
+        positions: torch.Tensor | None = None,  # (S,) or (B, S)
+        mask: torch.Tensor | None = None,  # (S, L) or (B, S, L) bool
+        cache: KVCache | None = None,
+        num_logits: int | None = None,
+    ) -> torch.Tensor:
+        """Logits (B, S', V) of the last S' = num_logits new tokens (all by default); the new
+        tokens' K/V are written, pending, after the cache's committed slots."""
+        ...
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Token embeddings (B, S, Hd)."""
+        ...
+
+    def encode_images(self, images: torch.Tensor) -> torch.Tensor:
+        """(K*T, 3, H, W) view-major model-ready images → visual tokens (K*T, G, Hd)."""
+        ...
+
+    @property
+    def decoder_config(self) -> DecoderConfig: ...
+
+
+class TorchBackend:
+    """The model itself, in eager PyTorch (the reference every other backend matches)."""
+
+    name = "torch"
+
+    def __init__(self, model: PlannerModel) -> None:
+        self.model = model
+
+    def __call__(self, input_ids: torch.Tensor | None = None, **kwargs) -> torch.Tensor:
+        return self.model(input_ids, **kwargs)
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model.embed(input_ids)
+
+    def encode_images(self, images: torch.Tensor) -> torch.Tensor:
+        return self.model.visual(images)
+
+    @property
+    def decoder_config(self) -> DecoderConfig:
+        return self.model.decoder_config

@@ -1,0 +1,67 @@
+"""`create_backend`: the runner `config.model.backend` names, for one planner model.
+
+Where the graphs come from: `onnxruntime` uses `<model folder>/onnx/` when it holds an
+export of these exact weights (`export.json`'s `model_sha256`), and otherwise exports the
+model in-process into a temporary folder (a few seconds for the tiny model). `tensorrt`
+loads (or builds, then caches) engines keyed by GPU, TensorRT version and weights
+(`backends/tensorrt.py`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from blockplan.backends.base import Backend, TorchBackend
+from blockplan.backends.step import StepBackend
+from blockplan.export.onnx_export import DEFAULT_WINDOWS, SIDECAR, export_onnx, model_sha256
+from blockplan.model.planner_model import PlannerModel
+
+ONNX_SUBDIR = "onnx"
+
+
+class BackendSetupError(ValueError):
+    """The named backend cannot run here (missing package, GPU or graphs); says why."""
+
+
+def create_backend(
+    name: str,
+    model: PlannerModel,
+    max_len: int,
+    max_batch: int,
+    *,
+    num_threads: int = 1,
+    folder: Path | None = None,
+    engine_dir: Path | None = None,
+    precision: str = "fp16",
+) -> Backend:
+    """The `name` backend for `model`, with KV caches of `max_len` slots and up to
+    `max_batch` rows (`folder`: the model folder, searched for a matching export)."""
+    if name == "torch":
+        return TorchBackend(model)
+    sha = model_sha256(model)
+    if name == "onnxruntime":
+        from blockplan.backends.ort import OrtExecutor
+
+        onnx_dir = _matching_export(folder, sha, max_len)
+        if onnx_dir is not None:
+            return StepBackend(name, model, OrtExecutor(onnx_dir, sha, num_threads))
+        with tempfile.TemporaryDirectory(prefix="blockplan-onnx-") as tmp:
+            export_onnx(model, tmp, max_len, max_batch, DEFAULT_WINDOWS, source="in-process")
+            return StepBackend(name, model, OrtExecutor(tmp, sha, num_threads))
+    if name == "tensorrt":
+        from blockplan.backends.tensorrt import tensorrt_backend
+
+        return tensorrt_backend(model, sha, max_len, max_batch, folder, engine_dir, precision)
+    raise BackendSetupError(f"model.backend={name!r}: must be torch, onnxruntime or tensorrt")
+
+
+def _matching_export(folder: Path | None, sha: str, max_len: int) -> Path | None:
+    import json
+
+    if folder is None or not (folder / ONNX_SUBDIR / SIDECAR).is_file():
+        return None
+    sidecar = json.loads((folder / ONNX_SUBDIR / SIDECAR).read_text())
+    if sidecar.get("model_sha256") != sha or sidecar.get("max_len") != max_len:
+        return None
+    return folder / ONNX_SUBDIR

@@ -1,0 +1,65 @@
+"""ONNX Runtime executor of the exported graphs (CPU execution provider by default)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from blockplan.export.onnx_export import read_sidecar
+
+
+class OrtExecutor:
+    """One `InferenceSession` per graph of an export folder (`blockplan export`)."""
+
+    def __init__(
+        self,
+        folder: str | Path,
+        expected_sha256: str | None = None,
+        num_threads: int = 1,
+        providers: Sequence[str] = ("CPUExecutionProvider",),
+    ) -> None:
+        import onnxruntime as ort  # optional dependency (extra `export`)
+
+        folder = Path(folder)
+        self.sidecar = read_sidecar(folder, expected_sha256)
+        self.windows = tuple(self.sidecar["windows"])
+        self.max_len = int(self.sidecar["max_len"])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = num_threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+
+        def session(file: str):
+            return ort.InferenceSession(str(folder / file), options, providers=list(providers))
+
+        graphs = self.sidecar["graphs"]
+        self.vision_session = session(graphs["vision"]["file"])
+        self.step_sessions = {w: session(graphs[f"decoder_w{w}"]["file"]) for w in self.windows}
+
+    def step(self, inputs_embeds, positions, attention_mask, past_kv):
+        W = inputs_embeds.shape[1]
+        feeds = {
+            "inputs_embeds": _numpy(inputs_embeds),
+            "positions": _numpy(positions),
+            "attention_mask": _numpy(attention_mask),
+            "past_kv": _numpy(past_kv),
+        }
+        logits, new_kv, new_raw = self.step_sessions[W].run(None, feeds)
+        return torch.from_numpy(logits), torch.from_numpy(new_kv), torch.from_numpy(new_raw)
+
+    def vision(self, image, camera_index, frame_index):
+        feeds = {
+            "image": _numpy(image),
+            "camera_index": _numpy(camera_index),
+            "frame_index": _numpy(frame_index),
+        }
+        (tokens,) = self.vision_session.run(None, feeds)
+        return torch.from_numpy(tokens)
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    """A C-contiguous numpy view (a copy only where the tensor is strided)."""
+    return t.detach().contiguous().numpy()

@@ -1,0 +1,180 @@
+"""StepBackend: the engine's forward on top of static-shape step graphs (ORT, TensorRT).
+
+Bookkeeping only — the executor runs the graphs. A forward of S new tokens against a
+`KVCache` holding `past` committed slots becomes one or more graph calls:
+
+* chunks: the S tokens are cut into chunks of at most max(W) tokens, each ending where no
+  row of the chunk attends to a later token (so the prompt's frames, which see their whole
+  frame, are never split; a bidirectional window wider than max(W) is an error). Chunk c sees
+  the cache slots [0, past + c0) — including the slots the earlier chunks of this forward
+  just wrote, still pending — and itself.
+* padding: a chunk of n tokens runs in the smallest exported W >= n. Pad rows get zero
+  embeddings and position 0 and attend only to themselves (no all-masked softmax row); no
+  real row attends to them; their logits and K/V are dropped.
+* the graph mask (B, W, L + W): column j < L is cache slot j (True where the engine's mask
+  lets the row see slot j < past + c0), column L + i is the chunk's token i.
+* the new K/V come back as outputs and are copied into the cache at [past + c0, past + c1);
+  they stay pending until the engine commits them, exactly as with the torch forward.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Protocol
+
+import torch
+
+from blockplan.engine.kv_cache import KVCache
+from blockplan.export.graphs import DecoderStep, VisionFrame
+from blockplan.model.config import DecoderConfig
+from blockplan.model.masks import causal_mask
+from blockplan.model.planner_model import PlannerModel
+
+
+class StepExecutor(Protocol):
+    """Runs the exported graphs. Tensors in and out are float32 / int64 / bool on CPU."""
+
+    windows: tuple[int, ...]  # exported W, ascending
+    max_len: int  # L
+
+    def step(
+        self,
+        inputs_embeds: torch.Tensor,  # (B, W, Hd)
+        positions: torch.Tensor,  # (B, W) int64
+        attention_mask: torch.Tensor,  # (B, W, L + W) bool
+        past_kv: torch.Tensor,  # (N, 2, B, Hkv, L, D)
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """logits (B, W, V), new_kv (N, 2, B, Hkv, W, D), new_raw_keys (N, B, Hkv, W, D)."""
+        ...
+
+    def vision(
+        self, image: torch.Tensor, camera_index: torch.Tensor, frame_index: torch.Tensor
+    ) -> torch.Tensor:
+        """(1, 3, H, W), (1,), (1,) → (1, G, Hd)."""
+        ...
+
+
+class TorchGraphExecutor:
+    """The export graphs' own forwards in eager torch: tests the bookkeeping without ONNX,
+    and is the reference the ONNX graphs are compared with."""
+
+    def __init__(self, model: PlannerModel, windows: tuple[int, ...], max_len: int) -> None:
+        self.windows, self.max_len = tuple(sorted(windows)), max_len
+        self.decoder_step = DecoderStep(model.decoder).eval()
+        self.vision_frame = VisionFrame(model.visual).eval()
+
+    @torch.no_grad()
+    def step(self, inputs_embeds, positions, attention_mask, past_kv):
+        return self.decoder_step(inputs_embeds, positions, attention_mask, past_kv)
+
+    @torch.no_grad()
+    def vision(self, image, camera_index, frame_index):
+        return self.vision_frame(image, camera_index, frame_index)
+
+
+class StepBackend:
+    """`Backend` over a `StepExecutor`; embeddings are looked up in the torch model."""
+
+    def __init__(self, name: str, model: PlannerModel, executor: StepExecutor) -> None:
+        self.name = name
+        self.model = model
+        self.executor = executor
+        self.dtype = model.decoder.lm_head.weight.dtype
+        c = model.config.decoder
+        self.scratch = KVCache.for_model(c, executor.max_len, 1, self.dtype)
+
+    @property
+    def decoder_config(self) -> DecoderConfig:
+        return self.model.decoder_config
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model.embed(input_ids)
+
+    def encode_images(self, images: torch.Tensor) -> torch.Tensor:
+        """Per frame through the vision graph: image i is camera i // T, frame i % T."""
+        T = self.model.config.num_frames
+        out = []
+        for i in range(images.shape[0]):
+            cam, frame = torch.tensor([i // T]), torch.tensor([i % T])
+            out.append(self.executor.vision(images[i : i + 1].float(), cam, frame))
+        return torch.cat(out).to(self.dtype)  # (K*T, G, Hd)
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        input_ids: torch.Tensor | None = None,
+        *,
+        inputs_embeds: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        num_logits: int | None = None,
+    ) -> torch.Tensor:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError(f"{self.name}: pass exactly one of input_ids, inputs_embeds")
+        x = self.embed(input_ids) if inputs_embeds is None else inputs_embeds  # (B, S, Hd)
+        B, S, _ = x.shape
+        if cache is None:  # a cache-less forward (full diffusion) runs against a scratch one
+            cache = self.scratch
+            cache.reset()
+        if cache.max_len != self.executor.max_len:
+            raise ValueError(
+                f"{self.name}: KVCache.max_len={cache.max_len}, the graphs were exported with "
+                f"max_len={self.executor.max_len}"
+            )
+        past = cache.length
+        if positions is None:
+            positions = torch.arange(past, past + S)
+        positions = positions.expand(B, S)  # (B, S)
+        if mask is None:
+            mask = causal_mask(S, past)
+        mask = mask.expand(B, S, past + S)  # (B, S, past + S)
+        cache.write_positions(positions)
+        logits = []
+        c0 = 0
+        for c1 in self.chunk_ends(mask, past):
+            logits.append(self.run_chunk(x, positions, mask, cache, past, c0, c1))
+            c0 = c1
+        out = torch.cat(logits, dim=1).to(self.dtype)  # (B, S, V)
+        return out if num_logits is None else out[:, S - num_logits :]
+
+    def chunk_ends(self, mask: torch.Tensor, past: int) -> list[int]:
+        """Chunk ends c1: at most max(W) tokens, and no row attends beyond its chunk."""
+        S = mask.shape[1]
+        cols = torch.arange(mask.shape[2])
+        reach = torch.where(mask, cols, -1).amax(dim=(0, 2)) - past  # (S,) furthest key seen
+        widest = self.executor.windows[-1]
+        ends, c0 = [], 0
+        while c0 < S:
+            c1 = min(S, c0 + widest)
+            while c1 > c0 and int(reach[c0:c1].max()) >= c1:
+                c1 -= 1
+            if c1 == c0:
+                raise ValueError(
+                    f"{self.name}: token {c0} of a {S}-token forward attends beyond the widest "
+                    f"exported window ({widest}); export a larger --windows size"
+                )
+            ends.append(c1)
+            c0 = c1
+        return ends
+
+    def run_chunk(self, x, positions, mask, cache: KVCache, past: int, c0: int, c1: int):
+        """One graph call for new tokens [c0, c1); returns their logits (B, n, V)."""
+        B, n = x.shape[0], c1 - c0
+        L = self.executor.max_len
+        W = self.executor.windows[bisect.bisect_left(self.executor.windows, n)]
+        seen = past + c0  # cache slots visible to the chunk
+        embeds = x.new_zeros(B, W, x.shape[2], dtype=torch.float32)  # (B, W, Hd)
+        embeds[:, :n] = x[:, c0:c1]
+        pos = torch.zeros(B, W, dtype=torch.long)  # (B, W)
+        pos[:, :n] = positions[:, c0:c1]
+        graph_mask = torch.zeros(B, W, L + W, dtype=torch.bool)  # (B, W, L + W)
+        graph_mask[:, :n, :seen] = mask[:, c0:c1, :seen]
+        graph_mask[:, :n, L : L + n] = mask[:, c0:c1, seen : seen + n]
+        pad = torch.arange(n, W)
+        graph_mask[:, pad, L + pad] = True  # pad rows see themselves only
+        past_kv = cache.kv[:, :, :B].float()  # (N, 2, B, Hkv, L, D)
+        logits, new_kv, new_raw = self.executor.step(embeds, pos, graph_mask, past_kv)
+        cache.kv[:, :, :B, :, seen : seen + n] = new_kv[:, :, :, :, :n]
+        cache.raw_keys[:, :B, :, seen : seen + n] = new_raw[:, :, :, :n]
+        return logits[:, :n]  # (B, n, V)

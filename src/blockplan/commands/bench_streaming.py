@@ -1,0 +1,129 @@
+"""`blockplan bench --streaming`: the streaming-prefill part of the bench command.
+
+Kept apart from `bench.py` so the decoding bench and this one change independently. Writes
+`{"streaming": {"prefill_cost_ratio", "max_abs_logit_diff", "ticks", ...}}` (see
+`engine/streaming_bench.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from blockplan.config import PlannerConfig
+from blockplan.model.config import ModelConfigError
+
+
+def add_streaming_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("streaming (--streaming)")
+    group.add_argument(
+        "--streaming",
+        action="store_true",
+        help="bench the streaming frame window (streamed vs full encode + prefill) instead",
+    )
+    group.add_argument("--ticks", type=int, default=50, help="stream ticks (default 50)")
+    group.add_argument(
+        "--plans", type=int, default=5, help="ticks also planned both ways (drift, latency)"
+    )
+    group.add_argument(
+        "--image-size",
+        default="90x160",
+        metavar="HxW",
+        help="camera image size of the stream (default 90x160; the model resizes)",
+    )
+    group.add_argument(
+        "--grid",
+        metavar="RxC",
+        help="--random-init only: visual tokens per image as a grid (default the preset's)",
+    )
+    group.add_argument(
+        "--frames", type=int, default=4, help="T frames per camera for --random-init (default 4)"
+    )
+
+
+def run_streaming(args: argparse.Namespace, config: PlannerConfig) -> int:
+    from blockplan.engine.planner import Planner
+    from blockplan.engine.streaming_bench import run_streaming_bench
+
+    try:
+        height, width = (int(v) for v in args.image_size.lower().split("x"))
+    except ValueError:
+        height = width = 0
+    if args.ticks < 2 or args.plans < 0 or args.frames < 1 or min(height, width) < 8:
+        print(
+            "error: --ticks must be >= 2, --plans >= 0, --frames >= 1, --image-size HxW >= 8",
+            file=sys.stderr,
+        )
+        return 2
+    if config.model.backend != "torch":
+        print(
+            f"error: --streaming: model.backend={config.model.backend!r}; streaming runs on "
+            "the torch backend",
+            file=sys.stderr,
+        )
+        return 2
+    if args.model:
+        folder = Path(args.model)
+        try:
+            frames = int(json.loads((folder / "config.json").read_text())["num_frames"])
+        except (OSError, KeyError, ValueError) as e:
+            print(f"error: {folder}/config.json: {e}", file=sys.stderr)
+            return 1
+    else:
+        frames = args.frames
+    config = dataclasses.replace(
+        config, frame_window=dataclasses.replace(config.frame_window, num_frames=frames)
+    )
+    try:
+        if args.model:
+            planner = Planner.from_folder(Path(args.model), config)
+            source = str(args.model)
+        elif args.grid:
+            planner = _random_init_with_grid(args.random_init, config, args.seed, args.grid)
+            source = f"random-init {args.random_init} grid {args.grid}"
+        else:
+            planner = Planner.random_init(args.random_init, config, seed=args.seed)
+            source = f"random-init {args.random_init}"
+    except (ModelConfigError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    report = run_streaming_bench(planner, args.ticks, args.plans, image_size=(height, width))
+    report["streaming"]["model"] = source
+    report["streaming"]["dtype"] = config.model.dtype
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 0
+
+
+def _random_init_with_grid(preset: str, config: PlannerConfig, seed: int, grid: str):
+    """A random-init planner whose images make rows x cols visual tokens (how the cost ratio
+    scales when visual tokens dominate the prompt, as in larger VLAs)."""
+    import torch
+
+    from blockplan.engine.planner import Planner
+    from blockplan.model.planner_model import PlannerModel
+    from blockplan.model.presets import preset_config
+    from blockplan.schema import default_schema, default_tokenizer
+
+    try:
+        rows, cols = (int(v) for v in grid.lower().split("x"))
+    except ValueError as e:
+        raise ValueError(f"--grid {grid!r}: expected RxC, e.g. 8x8") from e
+    tokenizer, schema = default_tokenizer(), default_schema()
+    model_config = preset_config(
+        preset,
+        tokenizer.vocab_size,
+        config.camera_names,
+        config.frame_window.num_frames,
+        schema=schema,
+        max_position_embeddings=32768,
+    )
+    vision = dataclasses.replace(model_config.vision, grid=(rows, cols))
+    torch.manual_seed(seed)
+    model = PlannerModel(dataclasses.replace(model_config, vision=vision))
+    return Planner(model, tokenizer, config, schema)

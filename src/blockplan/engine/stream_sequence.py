@@ -1,0 +1,48 @@
+"""A synthetic frame stream: consecutive observations that each add one new frame per camera.
+
+Tick i holds, for every camera, the frames at stamps (i + t)·period for t = 0 … T−1
+(view-major), each image a deterministic function of (camera, stamp) — a frame keeps its
+pixels while it slides through the window, as on a real vehicle — and a straight ego
+history ending at the tick's stamp. Used by the streaming tests and `bench --streaming`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from blockplan.config import PlannerConfig
+from blockplan.types import NS_PER_S, CameraFrame, EgoState, Observation
+
+
+def frame_image(camera_index: int, frame_number: int, size: tuple[int, int]) -> np.ndarray:
+    """(H, W, 3) uint8: sky over ground with a moving bright block and noise."""
+    rng = np.random.default_rng([camera_index, frame_number])
+    H, W = size
+    rows = np.linspace(0, 1, H)[:, None, None]
+    sky = (rows < 0.45) * np.array([150.0, 180.0, 220.0])
+    ground = (rows >= 0.45) * np.array([60.0 + 30 * camera_index, 70.0, 60.0])
+    image = sky + ground + rng.normal(0, 15, (H, W, 3))
+    x = (5 * frame_number + 17 * camera_index) % max(1, W - W // 5)
+    image[H // 2 : H // 2 + H // 6, x : x + W // 5] = 240.0
+    return np.clip(image, 0, 255).astype(np.uint8)
+
+
+def stream_observation(
+    config: PlannerConfig, tick: int, size: tuple[int, int] = (36, 64), speed: float = 8.0
+) -> Observation:
+    """The observation of tick `tick` (>= 0) of the stream (see the module)."""
+    T = config.frame_window.num_frames
+    period_ns = int(config.frame_window.frame_period_s * NS_PER_S)
+    base = 10 * NS_PER_S
+    frames = []
+    for k, camera in enumerate(config.camera_names):
+        for t in range(T):
+            n = tick + t
+            frames.append(CameraFrame(camera, base + n * period_ns, frame_image(k, n, size)))
+    stamp = base + (tick + T - 1) * period_ns
+    v = speed + 0.5 * np.sin(0.3 * tick)
+    ego = tuple(
+        EgoState(stamp - int((3.0 - 0.5 * i) * NS_PER_S), v * 0.5 * i, 0.0, 0.0, float(v))
+        for i in range(7)
+    )
+    return Observation(stamp, tuple(frames), ego)

@@ -1,0 +1,128 @@
+"""Export-friendly forwards of the planner's two graphs, sharing the model's parameters.
+
+* `VisionFrame`: one camera frame → its visual tokens, identity embeddings included. The
+  tower's adaptive average pooling is written as two fixed averaging matrices (exactly the
+  adaptive-pooling windows), because ONNX has no adaptive pooling for sizes that do not
+  divide.
+* `DecoderStep`: one decoder forward over a window of W new tokens against an explicit KV
+  cache of L slots — the single graph that prefill chunks, drafts, verifies and denoising
+  steps all run through. Attention is eager (matmul, additive mask, softmax): the mask is an
+  input, so SDPA's mask paths never need to trace.
+
+Shapes: B batch, W window, L cache slots, H heads, Hkv KV heads, D head_dim, V vocabulary,
+N layers, Hd hidden size. The window's keys come after the L cache slots, so the mask is
+(B, W, L + W): column j < L is cache slot j, column L + i is window token i.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from blockplan.model.decoder import Decoder
+from blockplan.model.layers import apply_rope, rope_cos_sin
+from blockplan.model.vision import VisionTower
+
+# Finite, so that an fp16 engine never computes (-inf) - (-inf); exp(-3e4) is 0 in fp32.
+MASK_VALUE = -3.0e4
+
+
+def adaptive_pool_matrix(size: int, out: int) -> torch.Tensor:
+    """(out, size) averaging weights of `AdaptiveAvgPool` along one axis: output i averages
+    inputs [floor(i·size/out), ceil((i+1)·size/out))."""
+    m = torch.zeros(out, size)
+    for i in range(out):
+        start, end = (i * size) // out, -((-(i + 1) * size) // out)
+        m[i, start:end] = 1.0 / (end - start)
+    return m
+
+
+class VisionFrame(nn.Module):
+    """image (1, 3, H, W) float in [-1, 1], camera_index (1,), frame_index (1,) int64 →
+    visual tokens (1, G, Hd): what `VisionTower` gives that frame inside the K×T batch."""
+
+    def __init__(self, tower: VisionTower) -> None:
+        super().__init__()
+        self.tower = tower
+        cfg = tower.config
+        dtype = tower.camera_embed.weight.dtype
+        probe = torch.zeros(1, 3, cfg.image_height, cfg.image_width, dtype=dtype)
+        with torch.no_grad():
+            _, _, fh, fw = tower.encoder.stages(probe).shape
+        self.register_buffer("pool_rows", adaptive_pool_matrix(fh, cfg.grid[0]).to(dtype))
+        self.register_buffer("pool_cols", adaptive_pool_matrix(fw, cfg.grid[1]).to(dtype))
+
+    def forward(
+        self, image: torch.Tensor, camera_index: torch.Tensor, frame_index: torch.Tensor
+    ) -> torch.Tensor:
+        t = self.tower
+        features = t.encoder.stages(image)  # (1, C, fh, fw)
+        pooled = torch.einsum("gh,nchw,kw->ncgk", self.pool_rows, features, self.pool_cols)
+        tokens = t.projector(pooled.flatten(2).transpose(1, 2))  # (1, G, Hd) row-major cells
+        cells = t.cell_embed.weight  # (G, Hd)
+        identity = t.camera_embed(camera_index) + t.frame_embed(frame_index)  # (1, Hd)
+        return tokens + identity[:, None] + cells[None]  # (1, G, Hd)
+
+
+class DecoderStep(nn.Module):
+    """One decoder step over W tokens with explicit past and new K/V.
+
+    Inputs: inputs_embeds (B, W, Hd), positions (B, W) int64, attention_mask (B, W, L + W)
+    bool (True = may attend), past_kv (N, 2, B, Hkv, L, D) rotated keys and values.
+    Outputs: logits (B, W, V), new_kv (N, 2, B, Hkv, W, D) the window's rotated keys and
+    values, new_raw_keys (N, B, Hkv, W, D) its keys before RoPE (the cache keeps both).
+    The graph never writes the cache: the runner copies the new K/V where they belong.
+    """
+
+    def __init__(self, decoder: Decoder) -> None:
+        super().__init__()
+        self.decoder = decoder
+        c = decoder.config
+        self.num_heads, self.num_kv_heads = c.num_attention_heads, c.num_key_value_heads
+        self.head_dim, self.rope_theta = c.dim_per_head, c.rope_theta
+
+    def forward(
+        self,
+        inputs_embeds: torch.Tensor,
+        positions: torch.Tensor,
+        attention_mask: torch.Tensor,
+        past_kv: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        x = inputs_embeds  # (B, W, Hd)
+        B, W, _ = x.shape
+        bias = torch.zeros(attention_mask.shape, dtype=x.dtype)
+        bias = bias.masked_fill(~attention_mask, MASK_VALUE)[:, None]  # (B, 1, W, L + W)
+        cos, sin = rope_cos_sin(positions, self.head_dim, self.rope_theta, x.dtype)
+        new_k, new_v, new_raw = [], [], []
+        for i, layer in enumerate(self.decoder.model.layers):
+            attn = layer.self_attn
+            h = layer.input_layernorm(x)
+            q = attn.q_proj(h).view(B, W, self.num_heads, self.head_dim).transpose(1, 2)
+            k_raw = attn.k_proj(h).view(B, W, self.num_kv_heads, self.head_dim).transpose(1, 2)
+            v = attn.v_proj(h).view(B, W, self.num_kv_heads, self.head_dim).transpose(1, 2)
+            q = apply_rope(q, cos, sin)  # (B, H, W, D)
+            k = apply_rope(k_raw, cos, sin)  # (B, Hkv, W, D)
+            new_k.append(k)
+            new_v.append(v)
+            new_raw.append(k_raw)
+            keys = torch.cat([past_kv[i, 0], k], dim=2)  # (B, Hkv, L + W, D)
+            values = torch.cat([past_kv[i, 1], v], dim=2)
+            out = self.attend(q, keys, values, bias)  # (B, H, W, D)
+            x = x + attn.o_proj(out.transpose(1, 2).reshape(B, W, -1))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        logits = self.decoder.lm_head(self.decoder.model.norm(x))  # (B, W, V)
+        new_kv = torch.stack([torch.stack(new_k), torch.stack(new_v)], dim=1)
+        return logits, new_kv, torch.stack(new_raw)
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
+    ) -> torch.Tensor:
+        """Eager grouped-query attention: head h reads KV head h // (H / Hkv), as SDPA's
+        `enable_gqa` and HF's `repeat_kv` do."""
+        groups = self.num_heads // self.num_kv_heads
+        k = k.repeat_interleave(groups, dim=1)  # (B, H, L + W, D)
+        v = v.repeat_interleave(groups, dim=1)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim) + bias  # (B, H, W, L + W)
+        return torch.softmax(scores, dim=-1) @ v  # (B, H, W, D)

@@ -1,0 +1,231 @@
+"""Write a planner model as ONNX graphs with static shapes, plus a JSON sidecar.
+
+An export folder holds `vision.onnx` (one frame), one `decoder_w{W}.onnx` per window size W
+(the same `DecoderStep` graph at several static widths) and `export.json`:
+
+    {"format": "blockplan-onnx", "opset": 17, "model_sha256": "...", "max_len": L,
+     "max_batch": B, "windows": [8, 32, 96, 256], "graphs": {name: {file, sha256, inputs,
+     outputs}}, ...}
+
+Static shapes: W and L are fixed per graph; only the batch is symbolic (1 before the
+rollouts fork, N after — padding the batch would multiply every prefill by N). Shorter
+windows are padded to the next exported W (see `backends/step.py`): pad tokens get zero
+embeddings, position 0 and a mask row that sees only itself, their outputs are dropped.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from blockplan.export.graphs import DecoderStep, VisionFrame
+from blockplan.model.planner_model import PlannerModel
+
+FORMAT = "blockplan-onnx"
+SIDECAR = "export.json"
+VISION_FILE = "vision.onnx"
+DEFAULT_WINDOWS = (8, 16, 32, 64, 96, 256)
+DEFAULT_OPSET = 17
+VISION_INPUTS = ("image", "camera_index", "frame_index")
+VISION_OUTPUTS = ("visual_tokens",)
+STEP_INPUTS = ("inputs_embeds", "positions", "attention_mask", "past_kv")
+STEP_OUTPUTS = ("logits", "new_kv", "new_raw_keys")
+
+
+class ExportError(ValueError):
+    """An export folder is missing, malformed or made from other weights; names the file."""
+
+
+def decoder_file(window: int) -> str:
+    return f"decoder_w{window}.onnx"
+
+
+def model_sha256(model: PlannerModel) -> str:
+    """SHA-256 of the weights in float32 (names, shapes and bytes in name order): the key
+    that ties an export, and the engines built from it, to these exact weights."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.folder_state().items()):
+        t = tensor.detach().to(torch.float32).contiguous().cpu()
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def step_example(model: PlannerModel, window: int, max_len: int, batch: int = 1):
+    """Example inputs (the shapes the graph is traced at) of the decoder step."""
+    c = model.config.decoder
+    n, hkv, d = c.num_hidden_layers, c.num_key_value_heads, c.dim_per_head
+    mask = torch.zeros(batch, window, max_len + window, dtype=torch.bool)
+    mask[:, :, max_len:] = torch.ones(window, window, dtype=torch.bool).tril()
+    return (
+        torch.zeros(batch, window, c.hidden_size),  # inputs_embeds (B, W, Hd)
+        torch.arange(window).expand(batch, window).contiguous(),  # positions (B, W)
+        mask,  # attention_mask (B, W, L + W)
+        torch.zeros(n, 2, batch, hkv, max_len, d),  # past_kv (N, 2, B, Hkv, L, D)
+    )
+
+
+def vision_example(model: PlannerModel):
+    v = model.config.vision
+    return (
+        torch.zeros(1, 3, v.image_height, v.image_width),
+        torch.zeros(1, dtype=torch.long),
+        torch.zeros(1, dtype=torch.long),
+    )
+
+
+def _export(module, args, path: Path, inputs, outputs, opset: int, dynamic=None) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and trace notes
+        torch.onnx.export(
+            module,
+            args,
+            str(path),
+            dynamo=False,  # the TorchScript exporter: no onnxscript needed
+            input_names=list(inputs),
+            output_names=list(outputs),
+            opset_version=opset,
+            dynamic_axes=dynamic,
+            do_constant_folding=True,
+        )
+
+
+def _shapes(names: Sequence[str], tensors: Sequence[torch.Tensor], batch_dims: dict) -> dict:
+    out = {}
+    for name, t in zip(names, tensors, strict=True):
+        shape: list[Any] = list(t.shape)
+        for axis in batch_dims.get(name, ()):
+            shape[axis] = "batch"
+        out[name] = {"shape": shape, "dtype": str(t.dtype).removeprefix("torch.")}
+    return out
+
+
+@torch.no_grad()
+def export_onnx(
+    model: PlannerModel,
+    out: str | Path,
+    max_len: int,
+    max_batch: int,
+    windows: Sequence[int] = DEFAULT_WINDOWS,
+    opset: int = DEFAULT_OPSET,
+    check: bool = True,
+    source: str = "",
+) -> dict[str, Any]:
+    """Export `model` (float32) into folder `out`; return the sidecar (also written)."""
+    import onnx
+
+    windows = tuple(sorted(set(int(w) for w in windows)))
+    if not windows or windows[0] < 1:
+        raise ExportError(f"windows={list(windows)}: need sizes >= 1")
+    if max_len < 1 or max_batch < 1:
+        raise ExportError(f"max_len={max_len}, max_batch={max_batch}: must be >= 1")
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    if model.decoder.lm_head.weight.dtype != torch.float32:
+        model = copy.deepcopy(model).to(torch.float32)  # never change the caller's model
+    model = model.eval()
+    graphs: dict[str, Any] = {}
+
+    vision = VisionFrame(model.visual).eval()
+    args = vision_example(model)
+    _export(vision, args, folder / VISION_FILE, VISION_INPUTS, VISION_OUTPUTS, opset)
+    graphs["vision"] = {
+        "file": VISION_FILE,
+        "inputs": _shapes(VISION_INPUTS, args, {}),
+        "outputs": _shapes(VISION_OUTPUTS, (vision(*args),), {}),
+    }
+    step = DecoderStep(model.decoder).eval()
+    batch_axes = {"inputs_embeds": (0,), "positions": (0,), "attention_mask": (0,)}
+    batch_axes |= {"past_kv": (2,), "logits": (0,), "new_kv": (2,), "new_raw_keys": (1,)}
+    dynamic = {name: {axis: "batch" for axis in axes} for name, axes in batch_axes.items()}
+    for w in windows:
+        args = step_example(model, w, max_len)
+        name = decoder_file(w)
+        _export(step, args, folder / name, STEP_INPUTS, STEP_OUTPUTS, opset, dynamic)
+        graphs[f"decoder_w{w}"] = {
+            "file": name,
+            "window": w,
+            "inputs": _shapes(STEP_INPUTS, args, batch_axes),
+            "outputs": _shapes(STEP_OUTPUTS, step(*args), batch_axes),
+        }
+    for entry in graphs.values():
+        path = folder / entry["file"]
+        if check:
+            onnx.checker.check_model(str(path), full_check=True)
+        entry["sha256"] = file_sha256(path)
+    c = model.config.decoder
+    sidecar = {
+        "format": FORMAT,
+        "version": 1,
+        "source": source,
+        "model_sha256": model_sha256(model),
+        "opset": opset,
+        "onnx_version": onnx.__version__,
+        "torch_version": torch.__version__,
+        "dtype": "float32",
+        "max_len": max_len,
+        "max_batch": max_batch,
+        "windows": list(windows),
+        "decoder": {
+            "num_layers": c.num_hidden_layers,
+            "num_kv_heads": c.num_key_value_heads,
+            "head_dim": c.dim_per_head,
+            "hidden_size": c.hidden_size,
+            "vocab_size": c.vocab_size,
+        },
+        "vision": {
+            "cameras": list(model.config.camera_names),
+            "frames": model.config.num_frames,
+            "tokens_per_image": model.config.tokens_per_image,
+        },
+        "padding": (
+            "a window of n <= W tokens runs in the smallest exported W >= n: pad rows get "
+            "zero embeddings, position 0 and attend only to themselves; their logits and K/V "
+            "are dropped. Longer inputs run in chunks of at most max(W) that never attend "
+            "ahead of the chunk (prefill chunks end on frame boundaries)."
+        ),
+        "graphs": graphs,
+    }
+    (folder / SIDECAR).write_text(json.dumps(sidecar, indent=2) + "\n")
+    return sidecar
+
+
+def read_sidecar(folder: str | Path, expected_sha256: str | None = None) -> dict[str, Any]:
+    """The sidecar of an export folder, with every graph's file present and unchanged (and
+    the weights' sha256 equal to `expected_sha256` when given)."""
+    folder = Path(folder)
+    path = folder / SIDECAR
+    if not path.is_file():
+        raise ExportError(f"{path}: missing; run `blockplan export` first")
+    sidecar = json.loads(path.read_text())
+    if sidecar.get("format") != FORMAT:
+        raise ExportError(f"{path}: format={sidecar.get('format')!r}, expected {FORMAT!r}")
+    if expected_sha256 is not None and sidecar["model_sha256"] != expected_sha256:
+        raise ExportError(
+            f"{path}: model_sha256={sidecar['model_sha256'][:12]}…, the loaded weights are "
+            f"{expected_sha256[:12]}…; re-export"
+        )
+    for name, entry in sidecar["graphs"].items():
+        file = folder / entry["file"]
+        if not file.is_file() or file_sha256(file) != entry["sha256"]:
+            raise ExportError(f"{file}: graph {name!r} missing or changed since export")
+    return sidecar
+
+
+def temporary_export(model: PlannerModel, max_len: int, max_batch: int, **kwargs):
+    """Export into a fresh temporary folder; returns (TemporaryDirectory, sidecar)."""
+    tmp = tempfile.TemporaryDirectory(prefix="blockplan-onnx-")
+    return tmp, export_onnx(model, tmp.name, max_len, max_batch, **kwargs)

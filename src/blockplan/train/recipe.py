@@ -1,0 +1,99 @@
+"""What a training run builds: the schema, the tokenizer, the scaffold and the model config.
+
+Architectures by name: `reference` (the shipped model: ~0.4 M parameters, 6 visual tokens per
+image at 48x80, sized so a training step is fast on a 2-core CPU) and the model package's
+presets (`tiny`, `test`). The reference schema keeps the default answer but a shorter prompt
+(a one-line system text, 3 history rows = 1 s), which is most of the sequence length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cached_property
+
+from blockplan.model.config import DecoderConfig, ModelConfigError
+from blockplan.model.planner_model import PlannerModelConfig
+from blockplan.model.presets import PRESETS, VISION_PRESETS, schema_to_dict
+from blockplan.model.vision import VisionConfig
+from blockplan.schema import (
+    DrivingSchema,
+    PromptLayout,
+    Scaffold,
+    Tokenizer,
+    compile_scaffold,
+    default_schema,
+    default_tokenizer,
+    render_prompt,
+)
+
+# Two wide heads: on CPU the (B, H, S, S) attention maps, not the matrices, bound a step.
+REFERENCE_DECODER = dict(
+    hidden_size=96,
+    intermediate_size=256,
+    num_hidden_layers=3,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    tie_word_embeddings=True,
+)
+REFERENCE_VISION = VisionConfig(image_height=48, image_width=80, channels=(8, 16, 32), grid=(2, 3))
+REFERENCE_SYSTEM_TEXT = "You are the planner of an autonomous vehicle. Answer in JSON."
+
+ARCHS: dict[str, tuple[dict, VisionConfig]] = {
+    "reference": (REFERENCE_DECODER, REFERENCE_VISION),
+    **{name: (PRESETS[name], VISION_PRESETS[name]) for name in PRESETS},
+}
+
+
+def reference_schema() -> DrivingSchema:
+    """The default answer schema with the short reference prompt."""
+    return dataclasses.replace(default_schema(), num_history=3, system_text=REFERENCE_SYSTEM_TEXT)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Schema + tokenizer + model config of one training run (also what eval needs)."""
+
+    model_config: PlannerModelConfig
+    schema: DrivingSchema
+    tokenizer: Tokenizer
+
+    @classmethod
+    def build(
+        cls,
+        arch: str,
+        camera_names: tuple[str, ...],
+        num_frames: int,
+        schema: DrivingSchema | None = None,
+        tokenizer: Tokenizer | None = None,
+        block_size: int = 32,
+    ) -> Recipe:
+        if arch not in ARCHS:
+            raise ModelConfigError(f"arch={arch!r}: must be one of {sorted(ARCHS)}")
+        decoder_kw, vision = ARCHS[arch]
+        tokenizer = tokenizer or default_tokenizer()
+        schema = schema or reference_schema()
+        decoder = DecoderConfig(
+            vocab_size=tokenizer.vocab_size, max_position_embeddings=2048, **decoder_kw
+        )
+        config = PlannerModelConfig(
+            decoder=decoder,
+            vision=vision,
+            camera_names=tuple(camera_names),
+            num_frames=num_frames,
+            block_size=block_size,
+            schema=schema_to_dict(schema),
+        )
+        return cls(config, schema, tokenizer)
+
+    @cached_property
+    def scaffold(self) -> Scaffold:
+        return compile_scaffold(self.schema, self.tokenizer, self.model_config.block_size)
+
+    @cached_property
+    def template(self) -> PromptLayout:
+        """The prompt layout every sample shares (fixed length, fixed image spans)."""
+        mc = self.model_config
+        return render_prompt(
+            None, self.tokenizer, self.schema, mc.camera_names, mc.num_frames, mc.tokens_per_image
+        )

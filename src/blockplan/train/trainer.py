@@ -1,0 +1,295 @@
+"""The training loop: AdamW, linear warm-up + cosine decay, gradient clipping, periodic
+validation and checkpoints, resume, deterministic seeds, a progress bar and a JSON-lines log.
+
+Determinism: the model is initialised from `seed`; epoch e visits the samples in the order of
+`DistributedSampler(seed=seed).set_epoch(e)` (one process is a group of one); the noise of
+step s on rank r comes from `default_rng([seed, s, r])`. So a resumed run continues exactly
+where it stopped, and two runs with one seed match.
+
+OUT/ holds `metrics.jsonl` (one JSON object per logged step, validation and the end),
+`checkpoint/` (the latest, see checkpoint.py) and `best/` (the model folder with the lowest
+validation loss; without validation, the latest).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DistributedSampler
+from tqdm import tqdm
+
+from blockplan.model.planner_model import PlannerModel
+from blockplan.train.checkpoint import MODEL_DIR, load_checkpoint, save_checkpoint
+from blockplan.train.distributed import (
+    DistContext,
+    all_reduce_mean,
+    gather_digests,
+    parameter_digest,
+)
+from blockplan.train.examples import Examples
+from blockplan.train.objective import SASDModule, draw_noise
+from blockplan.train.recipe import Recipe
+
+CHECKPOINT_DIR = "checkpoint"
+BEST_DIR = "best"
+METRICS_FILE = "metrics.jsonl"
+VALIDATION_STREAM = 1_000_003  # rng stream of the fixed validation noise
+
+
+class TrainError(RuntimeError):
+    """The run cannot continue (bad settings, diverged, ranks disagree)."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int
+    batch_size: int = 8  # per rank
+    lr: float = 2e-3
+    weight_decay: float = 0.01
+    warmup_steps: int = 50
+    min_lr_ratio: float = 0.05
+    grad_clip: float = 1.0
+    seed: int = 0
+    log_every: int = 5
+    save_every: int = 50
+    val_samples: int = 48
+    max_minutes: float | None = None  # stop (and save) after this much wall time
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_size < 1:
+            raise TrainError(f"steps={self.steps}, batch_size={self.batch_size}: must be >= 1")
+        if not self.lr > 0 or self.warmup_steps < 0 or not 0 <= self.min_lr_ratio <= 1:
+            raise TrainError("lr > 0, warmup_steps >= 0, 0 <= min_lr_ratio <= 1")
+
+    def lr_at(self, step: int) -> float:
+        """Linear warm-up to `lr`, then cosine decay to `min_lr_ratio`·lr at `steps`."""
+        if step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        span = max(self.steps - self.warmup_steps, 1)
+        progress = min((step - self.warmup_steps) / span, 1.0)
+        cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
+        return self.lr * (self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cosine)
+
+
+def init_weights(model: nn.Module, std: float = 0.02) -> None:
+    """HF-style init of linear and embedding layers (normal(0, std), zero biases)."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, 0.0, std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, 0.0, std)
+
+
+def make_optimizer(module: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
+    """AdamW; matrices decay, vectors (norms, biases) do not."""
+    decay = [p for p in module.parameters() if p.dim() >= 2]
+    other = [p for p in module.parameters() if p.dim() < 2]
+    groups = [
+        {"params": decay, "weight_decay": config.weight_decay},
+        {"params": other, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95))
+
+
+class Trainer:
+    def __init__(
+        self,
+        recipe: Recipe,
+        train_set: Examples,
+        out_dir: str | Path,
+        config: TrainConfig,
+        ctx: DistContext | None = None,
+        val_set: Examples | None = None,
+        progress: bool = True,
+    ) -> None:
+        self.recipe, self.train_set, self.val_set = recipe, train_set, val_set
+        self.out = Path(out_dir)
+        self.config = config
+        self.ctx = ctx or DistContext()
+        self.progress = progress and self.ctx.is_main
+        torch.manual_seed(config.seed)
+        self.model = PlannerModel(recipe.model_config)
+        init_weights(self.model)
+        self.module = SASDModule(self.model, recipe).to(self.ctx.device)
+        self.optimizer = make_optimizer(self.module, config)
+        self.step, self.best_val = 0, math.inf
+        self.sampler = DistributedSampler(
+            range(len(train_set)),
+            num_replicas=self.ctx.world_size,
+            rank=self.ctx.rank,
+            shuffle=True,
+            seed=config.seed,
+            drop_last=True,
+        )
+        self.steps_per_epoch = len(self.sampler) // config.batch_size
+        if self.steps_per_epoch < 1:
+            raise TrainError(
+                f"{len(train_set)} training samples over {self.ctx.world_size} ranks cannot fill "
+                f"one batch of {config.batch_size}"
+            )
+
+    # ---- state -----------------------------------------------------------------------------
+
+    def resume(self) -> bool:
+        """Continue from OUT/checkpoint if it exists; returns whether it did."""
+        path = self.out / CHECKPOINT_DIR
+        if not path.exists():
+            return False
+        state = load_checkpoint(path, self.model, self.optimizer)
+        if state["config"]["seed"] != self.config.seed:
+            raise TrainError(f"{path}: written with seed {state['config']['seed']}")
+        self.step, self.best_val = int(state["step"]), float(state["best_val"])
+        return True
+
+    def init_from(self, folder: str | Path) -> None:
+        """Start from the weights of a model folder of the same architecture (fine-tuning:
+        fresh optimizer and schedule)."""
+        from blockplan.model.weights import load_pretrained
+
+        source = load_pretrained(folder)
+        if not isinstance(source, PlannerModel) or source.config != self.model.config:
+            raise TrainError(f"{folder}: not a planner of this run's architecture and schema")
+        self.model.load_state_dict(source.state_dict())
+
+    def save(self) -> None:
+        if not self.ctx.is_main:
+            return
+        state = {"step": self.step, "best_val": self.best_val, "config": asdict(self.config)}
+        tokenizer_json = self.recipe.tokenizer.to_str()
+        save_checkpoint(
+            self.out / CHECKPOINT_DIR, self.model, tokenizer_json, self.optimizer, state
+        )
+
+    def log(self, record: dict[str, Any]) -> None:
+        if self.ctx.is_main:
+            with (self.out / METRICS_FILE).open("a") as f:
+                f.write(json.dumps(record) + "\n")
+
+    # ---- steps -----------------------------------------------------------------------------
+
+    def batch_indices(self, step: int) -> list[int]:
+        epoch, k = divmod(step, self.steps_per_epoch)
+        self.sampler.set_epoch(epoch)
+        order = list(self.sampler)
+        B = self.config.batch_size
+        return order[k * B : (k + 1) * B]
+
+    def inputs(self, data: Examples, indices: list[int], rng: np.random.Generator) -> dict:
+        batch = data.batch(indices)
+        noisy, masks = draw_noise(
+            self.module.layout, batch["answer_ids"].numpy(), self.module.mask_id, rng
+        )
+        batch["noisy_ids"] = torch.from_numpy(noisy)
+        batch["noisy_masks"] = torch.from_numpy(masks)
+        return {k: v.to(self.ctx.device) for k, v in batch.items()}
+
+    def train_step(self, runner: nn.Module) -> dict[str, float]:
+        rng = np.random.default_rng([self.config.seed, self.step, self.ctx.rank])
+        lr = self.config.lr_at(self.step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        out = runner(**self.inputs(self.train_set, self.batch_indices(self.step), rng))
+        loss = out["loss"]
+        if not torch.isfinite(loss):
+            raise TrainError(f"step {self.step}: loss is {float(loss)}")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.config.grad_clip)
+        self.optimizer.step()
+        self.step += 1
+        record = {k: float(all_reduce_mean(self.ctx, v.detach())) for k, v in out.items()}
+        return {**record, "lr": lr, "grad_norm": float(grad_norm)}
+
+    @torch.no_grad()
+    def validate(self) -> dict[str, float] | None:
+        """Mean losses over the first `val_samples` validation samples, fixed noise."""
+        if self.val_set is None or not self.ctx.is_main:
+            return None
+        n = min(len(self.val_set), self.config.val_samples)
+        rng = np.random.default_rng([self.config.seed, VALIDATION_STREAM])
+        sums: dict[str, float] = {}
+        B = self.config.batch_size
+        for start in range(0, n, B):
+            idx = list(range(start, min(start + B, n)))
+            out = self.module(**self.inputs(self.val_set, idx, rng))
+            for k, v in out.items():
+                sums[k] = sums.get(k, 0.0) + float(v) * len(idx)
+        return {f"val/{k}": v / n for k, v in sums.items()}
+
+    def checkpoint(self) -> None:
+        """Validate, save the latest checkpoint, and keep the best model folder."""
+        val = self.validate()
+        if self.ctx.is_main:
+            val_loss = val["val/loss"] if val else -float(self.step)
+            is_best = val_loss < self.best_val
+            if is_best:
+                self.best_val = val_loss
+            self.save()
+            if is_best:
+                best = self.out / BEST_DIR
+                if best.exists():
+                    shutil.rmtree(best)
+                shutil.copytree(self.out / CHECKPOINT_DIR / MODEL_DIR, best)
+            self.log({"event": "checkpoint", "step": self.step, "is_best": is_best, **(val or {})})
+
+    def should_stop(self, started: float) -> bool:
+        """The wall-time limit, decided by rank 0 for the whole group."""
+        if self.config.max_minutes is None:
+            return False
+        flag = torch.tensor(float(time.monotonic() - started > 60.0 * self.config.max_minutes))
+        if self.ctx.is_distributed:
+            torch.distributed.broadcast(flag, src=0)
+        return bool(flag.item())
+
+    def fit(self, until: int | None = None) -> dict[str, Any]:
+        """Train to `config.steps` (or the time limit, or step `until`, saving there, as an
+        interruption would); returns the final log record."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        cfg, ctx = self.config, self.ctx
+        runner: nn.Module = self.module
+        if ctx.is_distributed:
+            ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+            runner = DistributedDataParallel(self.module, device_ids=ids)
+        self.module.train()
+        bar = tqdm(total=cfg.steps, initial=self.step, desc="train", unit="step",
+                   disable=not self.progress)  # fmt: skip
+        started = time.monotonic()
+        seen, t_log = 0, time.monotonic()
+        last = cfg.steps if until is None else min(until, cfg.steps)
+        while self.step < last:
+            record = self.train_step(runner)
+            seen += cfg.batch_size * ctx.world_size
+            bar.update(1)
+            bar.set_postfix(loss=f"{record['loss']:.3f}", traj=f"{record['ar/trajectory']:.3f}")
+            if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                now = time.monotonic()
+                self.log({"event": "train", "step": self.step,
+                          "epoch": (self.step - 1) // self.steps_per_epoch,
+                          "samples_per_s": seen / max(now - t_log, 1e-9),
+                          "elapsed_s": now - started, **record})  # fmt: skip
+                seen, t_log = 0, now
+            stop = self.should_stop(started) or self.step == last
+            if self.step % cfg.save_every == 0 or stop:
+                self.checkpoint()
+            if stop:
+                break
+        bar.close()
+        digests = gather_digests(ctx, parameter_digest(self.module))
+        final = {"event": "done", "step": self.step, "best_val": self.best_val,
+                 "world_size": ctx.world_size, "param_digests": digests}  # fmt: skip
+        self.log(final)
+        if len(set(digests)) != 1:
+            raise TrainError(f"ranks ended with different parameters: {digests}")
+        return final

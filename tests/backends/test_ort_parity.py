@@ -1,0 +1,91 @@
+"""ONNX Runtime vs torch: logits within 1e-3 and identical greedy plans (DESIGN.md §8)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from blockplan.config import STRATEGIES, PlannerConfig
+from blockplan.engine.bench import synthetic_observation
+from blockplan.engine.kv_cache import KVCache
+from blockplan.engine.planner import Planner
+from blockplan.model.masks import draft_mask
+from tests.backends.conftest import with_backend
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+REFERENCE_MODEL = "models/blockplan-tiny"
+
+
+def pair(reference: Planner) -> Planner:
+    """The same weights on the onnxruntime backend (exported in-process)."""
+    config = with_backend(reference.config, "onnxruntime", reference.cache.max_batch)
+    return Planner(reference.model, reference.tokenizer, config, reference.schema)
+
+
+@torch.no_grad()
+def max_logit_gap(reference: Planner, ort_planner: Planner, seed: int) -> float:
+    """Largest |Δlogit| over a prompt prefill and a bidirectional draft window after it."""
+    obs = synthetic_observation(reference.config, seed)
+    outputs = []
+    for planner in (reference, ort_planner):
+        images = planner.images(obs)
+        visual = planner.runner.encode_images(images)
+        layout = planner.render(obs)
+        ids = torch.tensor(np.asarray(layout.token_ids))
+        embeds = planner.model.embed_prompt(ids, layout.image_spans, visual)
+        cache = KVCache.for_model(planner.model.config.decoder, planner.cache.max_len)
+        prefill = planner.runner(inputs_embeds=embeds, mask=planner.prompt_mask, cache=cache)
+        cache.commit(embeds.shape[1])
+        window = torch.as_tensor(planner.scaffold.token_ids[:20])[None]
+        draft = planner.runner(window, mask=draft_mask(20, cache.length), cache=cache)
+        outputs.append((prefill, draft))
+    (a0, a1), (b0, b1) = outputs
+    return max(float((a0 - b0).abs().max()), float((a1 - b1).abs().max()))
+
+
+@pytest.fixture(scope="module")
+def test_pair():
+    reference = Planner.random_init("test", with_backend(PlannerConfig(), "torch"), seed=11)
+    return reference, pair(reference)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_matches_torch_on_a_small_model(test_pair, strategy):
+    reference, ort_planner = test_pair
+    assert ort_planner.runner.name == "onnxruntime"
+    obs = synthetic_observation(reference.config, 2)
+    want = reference.decode(obs, strategy)
+    got = ort_planner.decode(obs, strategy)
+    np.testing.assert_array_equal(got.result.tokens, want.result.tokens)
+    np.testing.assert_allclose(got.plan.rollouts, want.plan.rollouts)
+
+
+def test_small_model_logits_within_1e3(test_pair):
+    assert max_logit_gap(*test_pair, seed=4) <= 1e-3
+
+
+@pytest.mark.slow
+def test_tiny_model_logits_and_greedy_plans_match_torch():
+    reference = Planner.random_init("tiny", with_backend(PlannerConfig(), "torch", 1), seed=0)
+    ort_planner = pair(reference)
+    assert max_logit_gap(reference, ort_planner, seed=0) <= 1e-3
+    obs = synthetic_observation(reference.config, 1)
+    for strategy in ("ar", "scaffold_spec"):
+        want = reference.decode(obs, strategy).result.tokens
+        np.testing.assert_array_equal(ort_planner.decode(obs, strategy).result.tokens, want)
+
+
+@pytest.mark.slow
+def test_reference_model_plans_match_torch(repo_root):
+    folder = repo_root / REFERENCE_MODEL
+    if not (folder / "config.json").is_file():
+        pytest.skip(f"{REFERENCE_MODEL} is not in this checkout")
+    reference = Planner.from_folder(folder, with_backend(PlannerConfig(), "torch", 1))
+    ort_planner = pair(reference)
+    assert max_logit_gap(reference, ort_planner, seed=0) <= 1e-3
+    obs = synthetic_observation(reference.config, 1)
+    for strategy in ("ar", "scaffold_spec"):
+        want = reference.decode(obs, strategy).result.tokens
+        np.testing.assert_array_equal(ort_planner.decode(obs, strategy).result.tokens, want)

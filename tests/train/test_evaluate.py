@@ -1,0 +1,37 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from blockplan.model.planner_model import PlannerModel
+from blockplan.train.evaluate import METHODS, evaluate, trajectory_metrics
+from blockplan.train.trainer import init_weights
+
+
+def test_trajectory_metrics_conventions():
+    gt = np.zeros((20, 2))
+    pred = np.zeros((20, 2))
+    pred[:, 0] = np.arange(1, 21)  # error grows by 1 m per 0.25 s
+    m = trajectory_metrics(pred, gt)
+    assert m["l2_1s"] == 4.0 and m["l2_stp3_1s"] == 2.5  # UniAD: at t; ST-P3: mean up to t
+    assert m["ade_3s"] == pytest.approx(6.5) and m["ade_5s"] == pytest.approx(10.5)
+
+
+@pytest.mark.slow
+def test_eval_reports_every_method(recipe, dataset_dir, tmp_path):
+    torch.set_num_threads(1)  # tiny forwards: threads only spin against each other
+    torch.manual_seed(0)
+    model = PlannerModel(recipe.model_config)
+    init_weights(model)
+    folder = model.save_pretrained(tmp_path / "model", tokenizer_json=recipe.tokenizer.to_str())
+    results = evaluate(dataset_dir, folder, "test", max_samples=2, check_collisions=False,
+                       progress=False, mlp_steps=20)  # fmt: skip
+    assert set(results) == set(METHODS)
+    for name, r in results.items():
+        for key in ("ade_3s", "ade_5s", "l2_1s", "l2_2s", "l2_3s", "collision_rate"):
+            assert key in r, (name, key)
+        assert r["num_samples"] == 2
+    assert results["constant_velocity"]["ade_5s"] < 1e-6  # the synthetic ego is constant speed
+    assert 0.0 <= results["model"]["meta_accuracy"] <= 1.0
+    json.dumps(results)  # JSON-ready
