@@ -44,3 +44,15 @@ def test_resume_continues_exactly(recipe, dataset_dir, tmp_path):
     assert {r["event"] for r in lines} == {"train", "checkpoint", "done"}
     model = load_pretrained(tmp_path / "b" / "best")  # the best folder is a loadable model
     assert model.num_parameters() == resumed.model.num_parameters()
+
+
+def test_init_from_copies_a_folders_weights(recipe, dataset_dir, tmp_path):
+    train = load_shards(dataset_dir, "train", recipe)
+    config = TrainConfig(steps=1, batch_size=2, seed=5)
+    source = Trainer(recipe, train, tmp_path / "a", config, progress=False)
+    folder = source.model.save_pretrained(tmp_path / "m", recipe.tokenizer.to_str())
+    target = Trainer(recipe, train, tmp_path / "b", TrainConfig(steps=1, batch_size=2, seed=6),
+                     progress=False)  # fmt: skip
+    assert parameter_digest(target.module) != parameter_digest(source.module)
+    target.init_from(folder)
+    assert parameter_digest(target.module) == parameter_digest(source.module)
