@@ -54,7 +54,14 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
         )
     else:
         lines.append("  no recorded future path long enough for displacement metrics")
-    if m["counters"].get("unfinished_plans"):
+    counters = m["counters"]
+    if counters.get("invalid_plans") or counters.get("planner_errors"):
+        lines.append(
+            f"  rejected plans: {counters.get('invalid_plans', 0)} failed the validity gates, "
+            f"{counters.get('planner_errors', 0)} planner errors (the fallback was published; "
+            "each reason is on /diagnostics; -v logs them)"
+        )
+    if counters.get("unfinished_plans"):
         lines.append("  a plan was still being computed when the bag ended (latency counted)")
     if m.get("missing_camera_topics"):
         lines.append(f"  missing camera topics: {', '.join(m['missing_camera_topics'])}")

@@ -212,6 +212,7 @@ class PlannerRuntime:
             self.health.count("invalid_plans")
             self.last_problem["plan"] = str(result.error)
             self._events.append(f"invalid plan: {result.error}")
+            log.debug("invalid plan: %s", result.error)
             return None
         if result.plan is None or result.processed is None:
             self.health.count("planner_errors")
