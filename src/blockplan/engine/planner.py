@@ -191,11 +191,12 @@ class Planner:
         return self.decode(observation).plan
 
     @torch.no_grad()
-    def decode(self, observation: Observation, strategy: str | None = None) -> DecodedPlan:
-        """Plan with `strategy` (default: the configured one); also return the raw result."""
-        options = DecodeOptions.from_config(self.config, strategy)
-        options = dataclasses.replace(options, stream_salt=observation.stamp_ns)
-        timings: dict[str, float] = {}
+    def embed(
+        self, observation: Observation, timings: dict[str, float]
+    ) -> tuple[torch.Tensor, PromptLayout]:
+        """The prompt embeddings (1, P, W) of `observation` and its rendered prompt: the frames
+        go through the vision tower (only new frames when the vision cache is on) and are
+        spliced into the prompt. Adds the `encode` and `prompt` wall times (ms) to `timings`."""
         t0 = time.perf_counter()
         if self.vision_cache is not None:
             self.check_frames(observation)
@@ -206,8 +207,17 @@ class Planner:
         layout = self.render(observation)
         ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long)
         embeds = self.model.embed_prompt(ids, layout.image_spans, visual)  # (1, P, W)
-        t2 = time.perf_counter()
-        timings["encode"], timings["prompt"] = (t1 - t0) * 1e3, (t2 - t1) * 1e3
+        timings["encode"] = (t1 - t0) * 1e3
+        timings["prompt"] = (time.perf_counter() - t1) * 1e3
+        return embeds, layout
+
+    @torch.no_grad()
+    def decode(self, observation: Observation, strategy: str | None = None) -> DecodedPlan:
+        """Plan with `strategy` (default: the configured one); also return the raw result."""
+        options = DecodeOptions.from_config(self.config, strategy)
+        options = dataclasses.replace(options, stream_salt=observation.stamp_ns)
+        timings: dict[str, float] = {}
+        embeds, layout = self.embed(observation, timings)  # (1, P, W)
         ctx_cache = self.cache if options.num_rollouts <= self.cache.max_batch else None
         result = decode(
             self.runner,

@@ -54,23 +54,16 @@ def prefill_logits(
     logits (1 + A, V) — the first answer slot's, then a teacher-forced pass over the scaffold's
     answer tokens — and the wall times in ms of `encode` (images → visual tokens) and
     `prefill` (prompt embeddings and the prompt's K/V)."""
-    t0 = time.perf_counter()
-    if planner.vision_cache is not None:
-        planner.check_frames(observation)
-        visual = planner.vision_cache(observation.frames, planner.dtype)  # (K*T, G, W)
-    else:
-        visual = planner.model.visual(planner.images(observation))  # (K*T, G, W)
-    t1 = time.perf_counter()
-    layout = planner.render(observation)
-    ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long)
-    embeds = planner.model.embed_prompt(ids, layout.image_spans, visual)  # (1, P, W)
+    stage_ms: dict[str, float] = {}
+    embeds, _ = planner.embed(observation, stage_ms)  # (1, P, W)
     P, A = embeds.shape[1], len(planner.scaffold)
     cache = KVCache.for_model(planner.model.config.decoder, P + A, 1, planner.dtype)
     ctx = DecodeContext(planner.model, cache, planner.scaffold, P)
     run = planner.streamer.bind(observation.frames) if planner.streamer else full_prefill
+    t1 = time.perf_counter()
     state = run(ctx, embeds, planner.prompt_mask)
-    t2 = time.perf_counter()
-    times = {"encode": (t1 - t0) * 1e3, "prefill": (t2 - t1) * 1e3}
+    prefill_ms = stage_ms["prompt"] + (time.perf_counter() - t1) * 1e3  # embeddings + K/V
+    times = {"encode": stage_ms["encode"], "prefill": prefill_ms}
     answer = torch.tensor(np.asarray(planner.scaffold.token_ids), dtype=torch.long)[None]
     logits = planner.model(
         answer, positions=torch.arange(P, P + A), mask=causal_mask(A, P), cache=cache
