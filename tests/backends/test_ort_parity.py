@@ -38,7 +38,7 @@ def max_logit_gap(reference: Planner, ort_planner: Planner, seed: int) -> float:
         cache = KVCache.for_model(planner.model.config.decoder, planner.cache.max_len)
         prefill = planner.runner(inputs_embeds=embeds, mask=planner.prompt_mask, cache=cache)
         cache.commit(embeds.shape[1])
-        window = torch.as_tensor(planner.scaffold.token_ids[:20])[None]
+        window = torch.tensor(planner.scaffold.token_ids[:20])[None]
         draft = planner.runner(window, mask=draft_mask(20, cache.length), cache=cache)
         outputs.append((prefill, draft))
     (a0, a1), (b0, b1) = outputs

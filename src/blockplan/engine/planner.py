@@ -266,7 +266,7 @@ class Planner:
         self.check_frames(observation)
         out = []
         for frame in observation.frames:
-            image = torch.from_numpy(np.ascontiguousarray(frame.image))[None]  # (1, H, W, 3)
+            image = torch.tensor(frame.image)[None]  # (1, H, W, 3), a copy: frames may be read-only
             out.append(self.model.visual.preprocess(image))
         return torch.cat(out).to(self.dtype)  # (K*T, 3, H, W)
 

@@ -72,10 +72,7 @@ class VisionFeatureCache:
         missing = {k: f for k, f in zip(keys, frames, strict=True) if k not in self._features}
         if missing:
             images = torch.cat(
-                [
-                    self.tower.preprocess(torch.from_numpy(np.ascontiguousarray(f.image))[None])
-                    for f in missing.values()
-                ]
+                [self.tower.preprocess(torch.tensor(f.image)[None]) for f in missing.values()]
             ).to(dtype)  # (N, 3, H, W)
             features = self.tower.project(images)  # (N, G, W)
             for key, feature in zip(missing, features, strict=True):
