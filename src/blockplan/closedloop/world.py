@@ -9,18 +9,14 @@ Everything read back is converted to REP-103 here (y and yaw change sign).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
-from blockplan.sim.episode import OBSTACLE_COLOR, PALETTE
+from blockplan.sim.episode import ObjectRegistry, other_objects, pose_of
 from blockplan.sim.scenarios import SIM_HZ, Scenario, make_env, spawn_traffic
 from blockplan.sim.world import (
-    KIND_OBSTACLE,
-    KIND_VEHICLE,
-    OBSTACLE_HEIGHT_M,
-    VEHICLE_HEIGHT_M,
-    Box,
     EgoPose,
     Snapshot,
     hw_to_rep_yaw,
@@ -42,8 +38,7 @@ class ClosedLoopWorld:
         self.route = [tuple(r) for r in (getattr(self.env.vehicle, "route", None) or [])]
         self.step_index = -int(round(scenario.warmup_s * SIM_HZ))
         self.action_type: Any = None
-        self._ids: dict[int, int] = {}
-        self._static: list[Box] = []
+        self._objects = ObjectRegistry()
         self.spawn_every = round(scenario.spawn_period_s * SIM_HZ) if scenario.spawn_period_s else 0
 
     @property
@@ -112,30 +107,11 @@ class ClosedLoopWorld:
     def snapshot(self) -> Snapshot:
         """The world now, for the renderer."""
         boxes = []
-        env = self.env
-        others = [(v, KIND_VEHICLE) for v in env.road.vehicles if v is not env.vehicle]
-        others += [(o, KIND_OBSTACLE) for o in env.road.objects if getattr(o, "solid", False)]
-        for obj, kind in others:
-            s = self._static_of(obj, kind)
-            x, y = obj.position
-            boxes.append(
-                Box(s.id, kind, float(x), float(-y), hw_to_rep_yaw(float(obj.heading)),
-                    float(obj.speed), s.length, s.width, s.height, s.color)
-            )  # fmt: skip
+        for obj, kind in other_objects(self.env):
+            box = self._objects.static[self._objects.object_id(obj, kind)]
+            x, y, yaw, speed = pose_of(obj)
+            boxes.append(dataclasses.replace(box, x=x, y=y, yaw=yaw, speed=speed))
         return Snapshot(t=self.t, ego=self.ego_pose(), boxes=tuple(boxes))
-
-    def _static_of(self, obj: Any, kind: str) -> Box:
-        key = id(obj)
-        if key not in self._ids:
-            j = len(self._static)
-            self._ids[key] = j
-            is_vehicle = kind == KIND_VEHICLE
-            self._static.append(
-                Box(j, kind, 0.0, 0.0, 0.0, 0.0, float(obj.LENGTH), float(obj.WIDTH),
-                    VEHICLE_HEIGHT_M if is_vehicle else OBSTACLE_HEIGHT_M,
-                    PALETTE[(j * 7 + 3) % len(PALETTE)] if is_vehicle else OBSTACLE_COLOR)
-            )  # fmt: skip
-        return self._static[self._ids[key]]
 
     def close(self) -> None:
         self.env.close()

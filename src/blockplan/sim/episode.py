@@ -107,13 +107,14 @@ class EpisodeLog:
         return Snapshot(t=float(self.t[i]), ego=ego, boxes=tuple(boxes))
 
 
-class _Recorder:
-    """Accumulates per-step states; maps highway-env objects to stable integer ids."""
+class ObjectRegistry:
+    """Stable integer ids for highway-env objects, with each object's static box (size,
+    height, colour; pose zero) in `static[id]`. The recorder and the closed-loop world share
+    it, so an object looks the same in data sets and in closed loop."""
 
     def __init__(self) -> None:
         self.ids: dict[int, int] = {}
         self.static: list[Box] = []
-        self.rows: list[dict[int, tuple[float, float, float, float]]] = []
 
     def object_id(self, obj: Any, kind: str) -> int:
         key = id(obj)
@@ -137,16 +138,23 @@ class _Recorder:
             )
         return self.ids[key]
 
+
+def other_objects(env: Any) -> list[tuple[Any, str]]:
+    """Every road user but the ego (vehicles, then solid obstacles) with its kind."""
+    others = [(v, KIND_VEHICLE) for v in env.road.vehicles if v is not env.vehicle]
+    others += [(o, KIND_OBSTACLE) for o in env.road.objects if getattr(o, "solid", False)]
+    return others
+
+
+class _Recorder(ObjectRegistry):
+    """Accumulates per-step states of the other road users."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[dict[int, tuple[float, float, float, float]]] = []
+
     def record(self, env: Any) -> None:
-        row = {}
-        for v in env.road.vehicles:
-            if v is env.vehicle:
-                continue
-            row[self.object_id(v, KIND_VEHICLE)] = _pose(v)
-        for o in env.road.objects:
-            if getattr(o, "solid", False):
-                row[self.object_id(o, KIND_OBSTACLE)] = _pose(o)
-        self.rows.append(row)
+        self.rows.append({self.object_id(o, k): pose_of(o) for o, k in other_objects(env)})
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         s, m = len(self.rows), max(len(self.static), 1)
@@ -159,7 +167,8 @@ class _Recorder:
         return boxes, present
 
 
-def _pose(obj: Any) -> tuple[float, float, float, float]:
+def pose_of(obj: Any) -> tuple[float, float, float, float]:
+    """x, y, yaw (REP-103) and speed of a highway-env object."""
     x, y = obj.position
     return float(x), float(-y), hw_to_rep_yaw(float(obj.heading)), float(obj.speed)
 
@@ -169,7 +178,7 @@ def _ego_row(env: Any) -> tuple[list[float], tuple[str, str, int], bool]:
     lane_index = tuple(v.lane_index)
     lane0 = env.road.network.get_lane((lane_index[0], lane_index[1], 0))
     lateral_right = float(lane0.local_coordinates(v.position)[1])
-    x, y, yaw, speed = _pose(v)
+    x, y, yaw, speed = pose_of(v)
     accel = float(v.action.get("acceleration", 0.0))
     in_junction = lane_index[0].startswith("ir")  # intersection: lanes inside the junction
     return [x, y, yaw, speed, accel, -lateral_right], lane_index, in_junction
