@@ -1,8 +1,9 @@
 """What a training run builds: the schema, the tokenizer, the scaffold and the model config.
 
-Architectures by name: `reference` (the shipped model: ~0.4 M parameters, 6 visual tokens per
-image at 48x80, sized so a training step is fast on a 2-core CPU) and the model package's
-presets (`tiny`, `test`). The reference schema keeps the default answer but a shorter prompt
+Architectures by name: `reference` (the shipped model: ~0.9 M parameters, 6 visual tokens per
+image at 48x80, sized so a training step is fast on a 2-core CPU, with the exactly streamable
+visual layout: frame-local visual attention and no frame-slot embedding) and the model
+package's presets (`tiny`, `test`, and their `-stream` variants). The reference schema keeps the default answer but a shorter prompt
 (a one-line system text, 3 history rows = 1 s), which is most of the sequence length.
 """
 
@@ -29,9 +30,9 @@ from blockplan.schema import (
 
 # Two wide heads: on CPU the (B, H, S, S) attention maps, not the matrices, bound a step.
 REFERENCE_DECODER = dict(
-    hidden_size=96,
-    intermediate_size=256,
-    num_hidden_layers=3,
+    hidden_size=128,
+    intermediate_size=344,
+    num_hidden_layers=4,
     num_attention_heads=2,
     num_key_value_heads=1,
     tie_word_embeddings=True,
@@ -39,9 +40,11 @@ REFERENCE_DECODER = dict(
 REFERENCE_VISION = VisionConfig(image_height=48, image_width=80, channels=(8, 16, 32), grid=(2, 3))
 REFERENCE_SYSTEM_TEXT = "You are the planner of an autonomous vehicle. Answer in JSON."
 
-ARCHS: dict[str, tuple[dict, VisionConfig]] = {
-    "reference": (REFERENCE_DECODER, REFERENCE_VISION),
-    **{name: (PRESETS[name], VISION_PRESETS[name]) for name in PRESETS},
+# name -> (decoder settings, vision config, exactly streamable visual layout)
+ARCHS: dict[str, tuple[dict, VisionConfig, bool]] = {
+    "reference": (REFERENCE_DECODER, REFERENCE_VISION, True),
+    **{name: (PRESETS[name], VISION_PRESETS[name], False) for name in PRESETS},
+    **{f"{name}-stream": (PRESETS[name], VISION_PRESETS[name], True) for name in PRESETS},
 }
 
 
@@ -70,7 +73,7 @@ class Recipe:
     ) -> Recipe:
         if arch not in ARCHS:
             raise ModelConfigError(f"arch={arch!r}: must be one of {sorted(ARCHS)}")
-        decoder_kw, vision = ARCHS[arch]
+        decoder_kw, vision, streamable = ARCHS[arch]
         tokenizer = tokenizer or default_tokenizer()
         schema = schema or reference_schema()
         decoder = DecoderConfig(
@@ -83,6 +86,8 @@ class Recipe:
             num_frames=num_frames,
             block_size=block_size,
             schema=schema_to_dict(schema),
+            visual_attention="frame_only" if streamable else "frame_and_header",
+            frame_slot_embedding=not streamable,
         )
         return cls(config, schema, tokenizer)
 
