@@ -54,9 +54,10 @@ def _check_stream(config: PlannerConfig, ticks: int, planned: set[int], strategy
             np.testing.assert_array_equal(a.result.tokens, b.result.tokens)
             np.testing.assert_array_equal(a.plan.rollouts, b.plan.rollouts)
     stats = stream.streamer.stats  # two passes over the stream, a reset between them
-    assert stats.full_prefills == {"first": 2} and stats.streamed == 2 * (ticks - 1)
-    K = len(config.camera_names)
-    assert stats.frames_prefilled == 2 * (K * config.frame_window.num_frames + K * (ticks - 1))
+    assert stats.full_prefills == {"first": 1, "reset": 1} and stats.streamed == 2 * (ticks - 1)
+    K, T = len(config.camera_names), config.frame_window.num_frames
+    assert stats.frames_computed == 2 * (K * T + K * (ticks - 1))
+    assert stats.frames_reused == 2 * K * (T - 1) * (ticks - 1)
 
 
 def test_exact_model_streams_losslessly_small():
@@ -85,9 +86,9 @@ def test_only_new_frames_are_encoded_and_auto_streams_exact_models_only():
     assert off.streamer is None and off.vision_cache is None
 
 
-def test_gaps_time_jumps_and_other_windows_are_full_prefills():
+def test_gaps_time_jumps_and_disjoint_windows_are_full_prefills():
     stream, full = _twins("test-stream", SMALL)
-    sequence = [0, 1, 3, 4, 2, 3, 3, 4]  # a gap (1→3), a jump back (4→2), a repeat (3→3)
+    sequence = [0, 1, 5, 6, 2, 3, 3, 4]  # a gap (1→5), a jump back (6→2), a repeat (3→3)
     for tick in sequence:
         obs = stream_observation(SMALL, tick)
         a, _ = prefill_logits(stream, obs)
@@ -95,17 +96,23 @@ def test_gaps_time_jumps_and_other_windows_are_full_prefills():
         assert (a - b).abs().max() <= 1e-4
     stats = stream.streamer.stats
     assert stats.full_prefills == {"first": 1, "gap": 1, "time_jump": 1}
-    assert stats.streamed == 5  # 0→1, 3→4, 2→3, 3→3 (same window), 3→4
-    # A window that slides but not by exactly one frame per camera: camera 1 is replaced.
+    assert stats.streamed == 5  # 0→1, 5→6, 2→3, 3→3 (same window), 3→4
+    # Camera 1's frames replaced (same stamps, other pixels): camera 0's are still reused.
     obs = stream_observation(SMALL, 5)
-    frames = list(obs.frames)
-    frames[3] = dataclasses.replace(frames[3], image=255 - frames[3].image)
-    a, _ = prefill_logits(stream, dataclasses.replace(obs, frames=tuple(frames)))
-    b, _ = prefill_logits(full, dataclasses.replace(obs, frames=tuple(frames)))
-    assert stats.full_prefills["window"] == 1 and (a - b).abs().max() <= 1e-4
+    inverted = (dataclasses.replace(f, image=255 - f.image) for f in obs.frames[3:])
+    changed = dataclasses.replace(obs, frames=(*obs.frames[:3], *inverted))
+    before = stats.frames_reused
+    a, _ = prefill_logits(stream, changed)
+    b, _ = prefill_logits(full, changed)
+    assert (a - b).abs().max() <= 1e-4 and stats.streamed == 6
+    assert stats.frames_reused - before == 2  # frames 5 and 6 of camera 0
+    # Every frame replaced: nothing to reuse.
+    dimmed = tuple(dataclasses.replace(f, image=f.image // 2) for f in obs.frames)
+    prefill_logits(stream, dataclasses.replace(obs, frames=dimmed))
+    assert stats.full_prefills["disjoint"] == 1
     stream.reset_stream()
     prefill_logits(stream, stream_observation(SMALL, 6))
-    assert stats.full_prefills["first"] == 2
+    assert stats.full_prefills["reset"] == 1
 
 
 def test_default_layout_streams_only_when_asked_and_drifts():

@@ -21,7 +21,8 @@ from blockplan.config import PlannerConfig
 from blockplan.engine.constraints import build_constraints
 from blockplan.engine.decode import DecodeOptions, DecodeResult, decode
 from blockplan.engine.kv_cache import KVCache
-from blockplan.engine.streaming import StreamingPrefill, VisionFeatureCache
+from blockplan.engine.frame_cache import VisionFeatureCache
+from blockplan.engine.streaming import StreamingPrefill
 from blockplan.engine.synthetic import synthetic_observation
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel
@@ -124,9 +125,12 @@ class Planner:
         # the K/V reuse is exact only for `streams_exactly` models, so "auto" keeps it off
         # for the others ("on" opts in to the approximation). Torch backend only: it reads
         # the pre-RoPE keys the eager decoder writes and runs the vision tower in parts.
+        # Frames are kept while a later window may pick them: up to T periods before the
+        # newest frame (the window spans T-1, plus one for the nearest-frame choice).
         mode = config.frame_window.streaming if self.runner.name == "torch" else "off"
+        span_ns = int(mc.num_frames * config.frame_window.frame_period_s * 1e9)
         self.vision_cache = (
-            VisionFeatureCache(self.model.visual, mc.num_frames) if mode != "off" else None
+            VisionFeatureCache(self.model.visual, mc.num_frames, span_ns) if mode != "off" else None
         )
         self.streamer = (
             StreamingPrefill(
@@ -134,7 +138,7 @@ class Planner:
                 len(mc.camera_names),
                 mc.num_frames,
                 attend_header=mc.visual_attention == "frame_and_header",
-                max_gap_ns=int(1.5 * config.frame_window.frame_period_s * 1e9),
+                span_ns=span_ns,
             )
             if mode == "on" or (mode == "auto" and mc.streams_exactly)
             else None

@@ -8,6 +8,8 @@ history ending at the tick's stamp. Used by the streaming tests and `bench --str
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from blockplan.config import PlannerConfig
@@ -32,15 +34,33 @@ def stream_observation(
 ) -> Observation:
     """The observation of tick `tick` (>= 0) of the stream (see the module)."""
     T = config.frame_window.num_frames
+    return window_observation(config, [list(range(tick, tick + T))], size, speed)
+
+
+def window_observation(
+    config: PlannerConfig,
+    numbers: Sequence[Sequence[int]],
+    size: tuple[int, int] = (36, 64),
+    speed: float = 8.0,
+) -> Observation:
+    """An observation whose camera k holds the stream's frames `numbers[k]` (T frame numbers,
+    oldest first; one list for every camera when only one is given): windows that share any
+    frames with earlier ones, at any slots. Stamped at the newest frame."""
+    T = config.frame_window.num_frames
+    cameras = config.camera_names
+    rows = list(numbers) * len(cameras) if len(numbers) == 1 else list(numbers)
+    if len(rows) != len(cameras) or any(len(r) != T for r in rows):
+        raise ValueError(f"numbers={numbers}: {len(cameras)} cameras x {T} frames needed")
     period_ns = int(config.frame_window.frame_period_s * NS_PER_S)
     base = 10 * NS_PER_S
-    frames = []
-    for k, camera in enumerate(config.camera_names):
-        for t in range(T):
-            n = tick + t
-            frames.append(CameraFrame(camera, base + n * period_ns, frame_image(k, n, size)))
-    stamp = base + (tick + T - 1) * period_ns
-    v = speed + 0.5 * np.sin(0.3 * tick)
+    frames = [
+        CameraFrame(camera, base + n * period_ns, frame_image(k, n, size))
+        for k, camera in enumerate(cameras)
+        for n in rows[k]
+    ]
+    last = max(max(r) for r in rows)
+    stamp = base + last * period_ns
+    v = speed + 0.5 * np.sin(0.3 * (last - T + 1))
     ego = tuple(
         EgoState(stamp - int((3.0 - 0.5 * i) * NS_PER_S), v * 0.5 * i, 0.0, 0.0, float(v))
         for i in range(7)

@@ -1,20 +1,20 @@
-"""Streaming frame window: cached vision features and an incremental prompt prefill.
+"""Streaming frame window: an incremental prompt prefill that reuses frames by identity.
 
-Each control tick brings one new frame per camera; the other T−1 frames of every camera are
-the previous tick's, one frame slot earlier (view-major prompt: camera k's frames oldest →
-newest occupy image spans k·T … k·T+T−1). ALGORITHMS.md §6, DECODING.md "Streaming".
+Each control tick brings new frames; most of the window's frames were already in an earlier
+window, at another slot (view-major prompt: camera k's frames oldest → newest occupy image
+spans k·T … k·T+T−1). ALGORITHMS.md §6, DECODING.md "Streaming".
 
-* `VisionFeatureCache`: projected image features per frame, keyed by (camera, stamp, a
-  content fingerprint). Only new frames go through the vision encoder; the identity
-  embeddings (camera, frame slot, grid cell) are added every tick at the frame's current
-  slot. Lossless.
-* `StreamingPrefill`: keeps the pre-RoPE keys and the values of the prompt header and of
-  every frame slot. On a tick that slides the window by one frame it commits to the cache:
-  the header (unchanged), the new frames (one forward of K frames, at the tail slots), the
-  kept frames (their stored pre-RoPE keys rotated at their new, one-frame-earlier positions)
-  and then recomputes every text token after the header (one forward: the text attends to the
-  frames, and its positions are the same every tick). Any other tick — the first, a gap, a
-  time jump, a changed window — is a full prefill, counted by reason.
+`StreamingPrefill` keeps the pre-RoPE keys and the values of the prompt header and of every
+frame an earlier window held (per frame key, engine/frame_cache.py, while a later window may
+still pick the frame). On a tick it commits to the cache: the header (unchanged), the frames
+it does not hold (one forward over all of them, each at its current slot, seeing its own
+frame — and the header when the model's layout attends to it), the frames it holds (their
+stored pre-RoPE keys rotated at their current positions, whatever slot that is), then
+recomputes every text token after the header (one forward: the text attends to the frames,
+and its positions are the same every tick). A full prefill happens only when nothing can be
+reused: the first tick, after `reset`, a changed camera set, a time jump (a camera's newest
+stamp went back), a gap (it advanced by more than the retention span) or a window that shares
+no frame — each counted by reason.
 
 Exactness. Under RoPE the score of query i and key j depends only on their distance, so a
 token's hidden states at every layer depend only on the inputs and distances of the tokens it
@@ -33,65 +33,26 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 from blockplan.engine.block_loop import AnswerState, DecodeContext
+from blockplan.engine.frame_cache import FrameKey, VisionFeatureCache, frame_key, retain
 from blockplan.engine.strategies import prefill as full_prefill
-from blockplan.model.vision import VisionTower
 from blockplan.schema.layout import PromptLayout
 from blockplan.types import CameraFrame
 
-# (camera, stamp_ns, fingerprint of a pixel subsample): a degraded (black) frame that shares
-# a real frame's camera and stamp must not share its features.
-FrameKey = tuple[str, int, int]
+__all__ = ["FrameKey", "StreamingPrefill", "StreamingStats", "VisionFeatureCache", "frame_key"]
 
-
-def frame_key(frame: CameraFrame) -> FrameKey:
-    pixels = np.ascontiguousarray(frame.image).reshape(-1)
-    sample = pixels[:: max(1, pixels.size // 4096)]  # <= ~4 K bytes, strided over the image
-    return frame.camera, frame.stamp_ns, hash((frame.image.shape, sample.tobytes()))
-
-
-class VisionFeatureCache:
-    """Projected features (G, W) per frame key; the window's visual tokens from them."""
-
-    def __init__(self, tower: VisionTower, num_frames: int) -> None:
-        self.tower = tower
-        self.num_frames = num_frames
-        self._features: dict[FrameKey, torch.Tensor] = {}
-        self.frames_encoded = 0  # images that went through the encoder
-
-    def clear(self) -> None:
-        self._features.clear()
-
-    @torch.no_grad()
-    def __call__(self, frames: Sequence[CameraFrame], dtype: torch.dtype) -> torch.Tensor:
-        """Visual tokens (K*T, G, W) of the view-major `frames` (checked by the caller)."""
-        keys = [frame_key(f) for f in frames]
-        missing = {k: f for k, f in zip(keys, frames, strict=True) if k not in self._features}
-        if missing:
-            images = torch.cat(
-                [self.tower.preprocess(torch.tensor(f.image)[None]) for f in missing.values()]
-            ).to(dtype)  # (N, 3, H, W)
-            features = self.tower.project(images)  # (N, G, W)
-            for key, feature in zip(missing, features, strict=True):
-                self._features[key] = feature
-            self.frames_encoded += len(missing)
-        # Keep only the current window's frames: the cache stays K*T entries at most.
-        self._features = {k: self._features[k] for k in keys}
-        tokens = torch.stack([self._features[k] for k in keys])  # (K*T, G, W)
-        T = self.num_frames
-        index = torch.arange(len(keys))
-        return self.tower.add_identity(tokens, index // T, index % T)  # (K*T, G, W)
+FULL_PREFILL_REASONS = ("first", "reset", "cameras", "time_jump", "gap", "disjoint")
 
 
 @dataclass
 class StreamingStats:
     ticks: int = 0
-    streamed: int = 0  # ticks that reused the cached frames
+    streamed: int = 0  # ticks that reused cached frames
     full_prefills: Counter[str] = field(default_factory=Counter)  # by reason
-    frames_prefilled: int = 0  # frames whose K/V a forward computed
+    frames_computed: int = 0  # frames whose K/V a forward computed
+    frames_reused: int = 0  # frames whose K/V came from the cache
 
     @property
     def num_full_prefills(self) -> int:
@@ -103,12 +64,13 @@ class StreamingStats:
             "streamed_ticks": self.streamed,
             "full_prefills": self.num_full_prefills,
             "full_prefill_reasons": dict(self.full_prefills),
-            "frames_prefilled": self.frames_prefilled,
+            "frames_computed": self.frames_computed,
+            "frames_reused": self.frames_reused,
         }
 
 
 class StreamingPrefill:
-    """The prompt prefill of consecutive ticks, reusing the frames' K/V (see the module)."""
+    """The prompt prefill of consecutive ticks, reusing frames' K/V by key (see the module)."""
 
     def __init__(
         self,
@@ -116,129 +78,144 @@ class StreamingPrefill:
         num_cameras: int,
         num_frames: int,
         attend_header: bool,
-        max_gap_ns: int,
+        span_ns: int,
+        capacity: int = 0,
     ) -> None:
+        """span_ns: how far before a camera's newest frame a frame may still be reused (and
+        the largest step of the newest frame that is not a gap); capacity: stored frames per
+        camera at most (default 3·T)."""
         K, T = num_cameras, num_frames
         self.K, self.T, self.P = K, T, len(layout)
         self.header_end = layout.header_end
         self.attend_header = attend_header
-        self.max_gap_ns = max_gap_ns
+        self.span_ns = span_ns
+        self.capacity = capacity or 3 * T
         spans = sorted(layout.image_spans, key=lambda s: (s.camera_index, s.frame_index))
         if len(spans) != K * T:
             raise ValueError(f"StreamingPrefill: {len(spans)} image spans for {K}x{T} frames")
         self.G = spans[0].end - spans[0].start
-        # (K, T, G) prompt positions of every frame slot's visual tokens.
+        # (K*T, G) prompt positions of every frame slot's visual tokens, view-major.
         self.image_positions = torch.tensor(
             [list(range(s.start, s.end)) for s in spans], dtype=torch.long
-        ).view(K, T, self.G)
+        )
         is_text = torch.ones(self.P, dtype=torch.bool)
         is_text[: self.header_end] = False
         is_text[self.image_positions.reshape(-1)] = False
         self.text_positions = is_text.nonzero()[:, 0]  # (S_text,) ascending, last = P - 1
         self.stats = StreamingStats()
-        self.reset()
+        self._reset("first")
+
+    def _reset(self, reason: str) -> None:
+        self._window: tuple[FrameKey, ...] | None = None
+        self._header: tuple[torch.Tensor, torch.Tensor] | None = None  # (layers, Hkv, h, D) x2
+        self._frames: dict[FrameKey, tuple[torch.Tensor, torch.Tensor]] = {}  # (layers, Hkv, G, D)
+        self._reason = reason
 
     def reset(self) -> None:
-        """Forget the window: the next tick is a full prefill."""
-        self._window: tuple[tuple[FrameKey, ...], ...] | None = None
-        self._header: tuple[torch.Tensor, torch.Tensor] | None = None  # (layers, Hkv, h, D) x2
-        self._frames: tuple[torch.Tensor, torch.Tensor] | None = None  # (layers, K, T, Hkv, G, D)
-        self._reason = "first"
+        """Forget every frame: the next tick is a full prefill (reason `reset`)."""
+        self._reset("reset")
+
+    @property
+    def num_stored_frames(self) -> int:
+        return len(self._frames)
 
     def bind(self, frames: Sequence[CameraFrame]) -> Callable[..., AnswerState]:
         """The prefill for one tick whose view-major `frames` are given (for `decode`)."""
-        keys = [frame_key(f) for f in frames]
-        window = tuple(tuple(keys[k * self.T : (k + 1) * self.T]) for k in range(self.K))
+        window = tuple(frame_key(f) for f in frames)
 
         def run(ctx: DecodeContext, embeds: torch.Tensor, mask: torch.Tensor) -> AnswerState:
             return self.prefill(ctx, embeds, mask, window)
 
         return run
 
-    def classify(self, window: tuple[tuple[FrameKey, ...], ...]) -> tuple[int, str | None]:
-        """(frames the window slid by: 0 or 1, the full-prefill reason or None)."""
+    def classify(self, window: tuple[FrameKey, ...]) -> str | None:
+        """The full-prefill reason of `window` (view-major keys), or None: stream it."""
         old = self._window
         if old is None or self._header is None:
-            return 0, self._reason
-        if [w[0][0] for w in window] != [w[0][0] for w in old]:
-            return 0, "cameras"
-        if window == old:
-            return 0, None
-        newest, before = [w[-1][1] for w in window], [w[-1][1] for w in old]
+            return self._reason
+        T = self.T
+        if [k[0] for k in window[::T]] != [k[0] for k in old[::T]]:
+            return "cameras"
+        newest = [max(k[1] for k in window[i : i + T]) for i in range(0, len(window), T)]
+        before = [max(k[1] for k in old[i : i + T]) for i in range(0, len(old), T)]
         if any(n < b for n, b in zip(newest, before, strict=True)):
-            return 0, "time_jump"
-        if any(n - b > self.max_gap_ns for n, b in zip(newest, before, strict=True)):
-            return 0, "gap"
-        if all(w[:-1] == o[1:] for w, o in zip(window, old, strict=True)):
-            return 1, None
-        return 0, "window"
+            return "time_jump"
+        if any(n - b > self.span_ns for n, b in zip(newest, before, strict=True)):
+            return "gap"
+        if not any(k in self._frames for k in window):
+            return "disjoint"
+        return None
 
     def prefill(
         self,
         ctx: DecodeContext,
         embeds: torch.Tensor,  # (1, P, W)
         mask: torch.Tensor,  # (P, P) the model's prompt mask (full prefill only)
-        window: tuple[tuple[FrameKey, ...], ...],
+        window: tuple[FrameKey, ...],
     ) -> AnswerState:
+        if len(window) != self.K * self.T:
+            raise ValueError(f"StreamingPrefill: {len(window)} frames, needs {self.K * self.T}")
         self.stats.ticks += 1
-        shift, reason = self.classify(window)
+        reason = self.classify(window)
         self._window = window
         if reason is not None:
             self.stats.full_prefills[reason] += 1
-            self.stats.frames_prefilled += self.K * self.T
+            self.stats.frames_computed += len(window)
             state = full_prefill(ctx, embeds, mask)
-            self._harvest(ctx)
+            self._harvest(ctx, window)
             return state
         self.stats.streamed += 1
-        return self._stream(ctx, embeds, shift)
+        state = self._stream(ctx, embeds, window)
+        self._frames = retain(self._frames, window, self.span_ns, self.capacity)
+        return state
 
-    def _harvest(self, ctx: DecodeContext) -> None:
-        """Keep the header's and every frame slot's pre-RoPE keys and values from a full
-        prefill (cache slots = prompt positions)."""
+    def _harvest(self, ctx: DecodeContext, window: tuple[FrameKey, ...]) -> None:
+        """Keep the header's and every frame's pre-RoPE keys and values from a full prefill
+        (cache slots = prompt positions); frames of earlier windows are forgotten."""
         cache, h = ctx.cache, self.header_end
         raw, values = cache.raw_keys[:, 0], cache.kv[:, 1, 0]  # (layers, Hkv, L, D) each
         self._header = raw[:, :, :h].clone(), values[:, :, :h].clone()
-        pos = self.image_positions.reshape(-1)
-        layers, Hkv, _, D = raw.shape
-        shape = (layers, Hkv, self.K, self.T, self.G, D)
-        frames_k = raw[:, :, pos].reshape(shape).permute(0, 2, 3, 1, 4, 5).contiguous()
-        frames_v = values[:, :, pos].reshape(shape).permute(0, 2, 3, 1, 4, 5).contiguous()
-        self._frames = frames_k, frames_v  # (layers, K, T, Hkv, G, D) each
+        self._frames = {}
+        for key, pos in zip(window, self.image_positions, strict=True):
+            if key not in self._frames:
+                self._frames[key] = raw[:, :, pos].clone(), values[:, :, pos].clone()
 
-    def _stream(self, ctx: DecodeContext, embeds: torch.Tensor, shift: int) -> AnswerState:
-        assert self._header is not None and self._frames is not None  # classify checked
-        cache, model = ctx.cache, ctx.model
-        K, T, G, h = self.K, self.T, self.G, self.header_end
+    def _stream(
+        self, ctx: DecodeContext, embeds: torch.Tensor, window: tuple[FrameKey, ...]
+    ) -> AnswerState:
+        assert self._header is not None  # classify checked
+        cache, model, G, h = ctx.cache, ctx.model, self.G, self.header_end
         cache.append(*self._header, torch.arange(h))  # header: same K/V every tick
-        frames_k, frames_v = self._frames
-        kept = T
-        if shift:
-            # Every kept frame moves one slot earlier; the new ones enter the tail slots.
-            frames_k, frames_v = frames_k.roll(-1, dims=2), frames_v.roll(-1, dims=2)
-            new_pos = self.image_positions[:, T - 1].reshape(-1)  # (K*G,)
-            new_mask = torch.zeros(K * G, h + K * G, dtype=torch.bool)
+        new = [i for i, key in enumerate(window) if key not in self._frames]
+        kept = [i for i, key in enumerate(window) if key in self._frames]
+        if new:
+            # Every frame not held, at its current slot: its tokens see their own frame (and
+            # the header when the layout attends to it).
+            N = len(new)
+            pos = self.image_positions[new].reshape(-1)  # (N*G,)
+            new_mask = torch.zeros(N * G, h + N * G, dtype=torch.bool)
             new_mask[:, :h] = self.attend_header
-            for k in range(K):  # each new frame sees its own tokens (and the header)
-                new_mask[k * G : (k + 1) * G, h + k * G : h + (k + 1) * G] = True
+            for j in range(N):
+                new_mask[j * G : (j + 1) * G, h + j * G : h + (j + 1) * G] = True
             model(
-                inputs_embeds=embeds[:, new_pos], positions=new_pos, mask=new_mask, cache=cache,
+                inputs_embeds=embeds[:, pos], positions=pos, mask=new_mask, cache=cache,
                 num_logits=0,
             )  # fmt: skip
             ctx.stats.num_forwards += 1
-            cache.commit(K * G)
-            layers, Hkv, D = frames_k.shape[0], frames_k.shape[3], frames_k.shape[5]
-            fresh_k = cache.raw_keys[:, 0, :, h : h + K * G].reshape(layers, Hkv, K, G, D)
-            fresh_v = cache.kv[:, 1, 0, :, h : h + K * G].reshape(layers, Hkv, K, G, D)
-            frames_k[:, :, T - 1] = fresh_k.permute(0, 2, 1, 3, 4)
-            frames_v[:, :, T - 1] = fresh_v.permute(0, 2, 1, 3, 4)
-            self._frames = frames_k, frames_v
-            self.stats.frames_prefilled += K
-            kept = T - 1
-        # Kept frames: pre-RoPE keys rotated at their current positions, values as they are.
-        layers, _, _, Hkv, _, D = frames_k.shape
-        keys = frames_k[:, :, :kept].permute(0, 3, 1, 2, 4, 5).reshape(layers, Hkv, -1, D)
-        values = frames_v[:, :, :kept].permute(0, 3, 1, 2, 4, 5).reshape(layers, Hkv, -1, D)
-        cache.append(keys, values, self.image_positions[:, :kept].reshape(-1))
+            cache.commit(N * G)
+            raw = cache.raw_keys[:, 0, :, h : h + N * G]  # (layers, Hkv, N*G, D)
+            values = cache.kv[:, 1, 0, :, h : h + N * G]
+            for j, i in enumerate(new):
+                if window[i] not in self._frames:  # a frame twice in the window: the first
+                    part = slice(j * G, (j + 1) * G)
+                    self._frames[window[i]] = raw[:, :, part].clone(), values[:, :, part].clone()
+        self.stats.frames_computed += len(new)
+        self.stats.frames_reused += len(kept)
+        if kept:
+            # Held frames: pre-RoPE keys rotated at their current positions, values as stored.
+            keys = torch.cat([self._frames[window[i]][0] for i in kept], dim=2)  # (l, Hkv, n, D)
+            values = torch.cat([self._frames[window[i]][1] for i in kept], dim=2)
+            cache.append(keys, values, self.image_positions[kept].reshape(-1))
         # Text after the header: attends to every slot at an earlier position, and causally
         # among itself (the cache slots are not in prompt order; the mask is by position).
         text = self.text_positions  # (S,)
