@@ -20,8 +20,8 @@ import torch
 from blockplan.config import PlannerConfig
 from blockplan.engine.constraints import build_constraints
 from blockplan.engine.decode import DecodeOptions, DecodeResult, decode
-from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.frame_cache import VisionFeatureCache
+from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.streaming import StreamingPrefill
 from blockplan.engine.synthetic import synthetic_observation
 from blockplan.model.masks import prompt_mask
