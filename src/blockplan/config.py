@@ -157,7 +157,9 @@ def _default_cameras() -> tuple[CameraConfig, ...]:
 
 @dataclass(frozen=True)
 class FrameWindowConfig:
-    """The sliding frame window: T frames per camera, `frame_period_s` apart."""
+    """The sliding frame window: T frames per camera, `frame_period_s` apart. With
+    `reuse_tolerance_s` > 0 a window's older frame is, among the frames within that tolerance
+    of its target time, one an earlier request already used (streaming reuses its K/V)."""
 
     num_frames: int = 2
     frame_period_s: float = 0.5
@@ -167,6 +169,8 @@ class FrameWindowConfig:
     # exactly (frame-only visual attention, no frame-slot embedding), off for the others;
     # "on" also streams the others (approximate, opt-in); "off" recomputes every tick.
     streaming: str = "auto"
+    # RUNTIME.md "Windows that share frames": 0 picks the frame nearest each target time.
+    reuse_tolerance_s: float = 0.0
 
     def __post_init__(self) -> None:
         _check(
@@ -179,6 +183,12 @@ class FrameWindowConfig:
         _positive("frame_window.max_frame_age_s", self.max_frame_age_s)
         _one_of("frame_window.stale_camera_policy", self.stale_camera_policy, STALE_CAMERA_POLICIES)
         _one_of("frame_window.streaming", self.streaming, STREAMING_MODES)
+        _check(
+            0.0 <= self.reuse_tolerance_s < self.frame_period_s / 2,
+            "frame_window.reuse_tolerance_s",
+            self.reuse_tolerance_s,
+            "must be in [0, frame_period_s / 2)",
+        )
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from blockplan.config import (
     FALLBACK_POLICIES,
     STALE_CAMERA_POLICIES,
     STRATEGIES,
+    STREAMING_MODES,
     TIMING_MODES,
     TRANSPORTS,
     CameraConfig,
@@ -52,6 +53,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "control.timing": TIMING_MODES,
     "cameras.*.transport": TRANSPORTS,
     "frame_window.stale_camera_policy": STALE_CAMERA_POLICIES,
+    "frame_window.streaming": STREAMING_MODES,
     "fallback.policy": FALLBACK_POLICIES,
 }
 # Bounds the config checks on both sides (ROS ranges are inclusive; the config stays the

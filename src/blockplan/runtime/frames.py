@@ -6,6 +6,12 @@ frames nearest to newest − k·`frame_period_s` for k = T−1 … 1, in view-ma
 oldest→newest, then camera 1, …). Before a buffer spans the whole window the oldest frame
 stands in for the missing ones (`is_padded`).
 
+With `reuse_tolerance_s` > 0 (RUNTIME.md "Windows that share frames"), an older slot takes,
+among the frames within that tolerance of its target, the one nearest the target that an
+earlier request used (`mark_used`), so consecutive requests share frames and the streaming
+prefill reuses their K/V; with 0 the choice is the plain nearest frame. `spacing_error_ns`
+reports how far a window's frames are from the trained spacing.
+
 A camera that is stale or missing is reported; `degrade_frames` fills its slots with black
 frames so the planner still sees K × T images. Which of wait / degrade / fallback applies
 is the control loop's decision.
@@ -81,7 +87,19 @@ class CameraRingBuffer:
         # The newest frame (last) and the oldest (first) are never dropped.
         self._frames.pop(int(np.argmin(gaps)) + 1)
 
-    def nearest(self, stamp_ns: int) -> CameraFrame:
+    def nearest(
+        self, stamp_ns: int, used: set[int] | frozenset[int] = frozenset(), tolerance_ns: int = 0
+    ) -> CameraFrame:
+        """The frame nearest `stamp_ns`; a frame whose stamp is in `used` wins when it lies
+        within `tolerance_ns` of it (the nearest such one)."""
+        if used:
+            reusable = [
+                f
+                for f in self._frames
+                if f.stamp_ns in used and abs(f.stamp_ns - stamp_ns) <= tolerance_ns
+            ]
+            if reusable:
+                return min(reusable, key=lambda f: abs(f.stamp_ns - stamp_ns))
         return min(self._frames, key=lambda f: abs(f.stamp_ns - stamp_ns))
 
 
@@ -120,6 +138,18 @@ class WindowSnapshot:
     @property
     def is_padded(self) -> bool:
         return any(c.is_padded for c in self.cameras)
+
+    def spacing_error_ns(self, period_ns: int) -> int:
+        """The largest |newest − stamp − k·period| over the fresh cameras' older frames (k
+        slots before the newest): how far the window is from the trained spacing."""
+        worst = 0
+        for per_camera in self.frames:
+            if per_camera is None:
+                continue
+            newest = per_camera[-1].stamp_ns
+            for k, frame in enumerate(reversed(per_camera)):
+                worst = max(worst, abs(newest - frame.stamp_ns - k * period_ns))
+        return worst
 
     @property
     def bad_cameras(self) -> tuple[str, ...]:
@@ -168,6 +198,8 @@ class FrameWindow:
         max_frames = max(2, frames_per_window_frame * config.num_frames)
         jump_ns = seconds_to_ns(time_jump_s)
         self._buffers = {c: CameraRingBuffer(c, span_ns, max_frames, jump_ns) for c in self.cameras}
+        self.tolerance_ns = seconds_to_ns(config.reuse_tolerance_s)
+        self._used: dict[str, set[int]] = {c: set() for c in self.cameras}  # stamps
         self._lock = threading.Lock()
 
     def push(self, frame: CameraFrame) -> PushResult:
@@ -180,6 +212,27 @@ class FrameWindow:
         with self._lock:
             for buf in self._buffers.values():
                 buf.clear()
+            for used in self._used.values():
+                used.clear()
+
+    def mark_used(self, frames: tuple[CameraFrame, ...]) -> tuple[int, int]:
+        """Remember the frames a request used (their stamps, per camera; forgotten once their
+        camera's buffer no longer holds them). Returns (frames an earlier request had used
+        too, frames not used before)."""
+        shared = new = 0
+        with self._lock:
+            stamps = [(f.camera, f.stamp_ns) for f in frames if f.camera in self._used]
+            for camera, stamp in stamps:
+                if stamp in self._used[camera]:
+                    shared += 1
+                else:
+                    new += 1
+            for camera, stamp in stamps:
+                self._used[camera].add(stamp)
+            for camera, used in self._used.items():
+                held = {f.stamp_ns for f in self._buffers[camera].frames}
+                used.intersection_update(held)
+        return shared, new
 
     def buffered(self, camera: str) -> int:
         with self._lock:
@@ -205,7 +258,7 @@ class FrameWindow:
                 is_padded = False
                 for k in range(self.config.num_frames - 1, 0, -1):
                     target = newest.stamp_ns - k * self.period_ns
-                    frame = buf.nearest(target)
+                    frame = buf.nearest(target, self._used[camera], self.tolerance_ns)
                     # Farther than half a period from its slot: the buffer does not reach back
                     # that far yet (start-up) and the oldest frame stands in.
                     is_padded |= abs(frame.stamp_ns - target) > self.period_ns // 2

@@ -13,7 +13,12 @@ tick without the planner) and `plan_age` (age of the published plan).
 * `waits` / `degraded_requests`: ticks where a stale camera held back / degraded a request;
 * `time_jumps`: resets after a stamp or the clock went back; `discarded_results`: plans from
   before a reset (or older than the newest) that were dropped;
-* `unfinished_plans`: plans still in flight when a replay ended.
+* `unfinished_plans`: plans still in flight when a replay ended;
+* `window_frames_shared` / `window_frames_new`: frames of requested windows that an earlier
+  request had used too / had not (streaming reuses the former's K/V).
+
+`frame_spacing_error` (a latency window): per request, the largest distance of a window frame
+from its trained time (newest − k·frame_period_s).
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ COUNTERS = (
     "degraded_requests",
     "waits",
     "padded_windows",
+    "window_frames_shared",
+    "window_frames_new",
     "time_jumps",
     "discarded_results",
     "unfinished_plans",
@@ -76,7 +83,8 @@ class Health:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter(dict.fromkeys(COUNTERS, 0))
         self._latency: dict[str, deque[int]] = {
-            name: deque(maxlen=latency_window) for name in ("inference", "tick", "plan_age")
+            name: deque(maxlen=latency_window)
+            for name in ("inference", "tick", "plan_age", "frame_spacing_error")
         }
 
     def count(self, name: str, n: int = 1) -> None:

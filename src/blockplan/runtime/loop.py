@@ -271,6 +271,14 @@ class PlannerRuntime:
             self.health.count("degraded_requests")
         if snapshot.is_padded:
             self.health.count("padded_windows")
+        # How much of the window earlier requests already used (the streaming prefill reuses
+        # those frames), and how far it is from the trained spacing.
+        shared, new = self.window.mark_used(frames)
+        self.health.count("window_frames_shared", shared)
+        self.health.count("window_frames_new", new)
+        self.health.record_latency(
+            "frame_spacing_error", snapshot.spacing_error_ns(self.window.period_ns)
+        )
         start = self.stopwatch()
         self.worker.submit(InferenceRequest(observation, now, self.epoch, is_degraded))
         return True, None, self.stopwatch() - start
@@ -292,6 +300,7 @@ class PlannerRuntime:
             "latency_ms": latencies["inference"],
             "tick_ms": latencies["tick"],
             "plan_age_ms": latencies["plan_age"],
+            "frame_spacing_error_ms": latencies["frame_spacing_error"],
         }
 
     def drain(self) -> int:
