@@ -6,10 +6,19 @@ import argparse
 import sys
 from pathlib import Path
 
+import yaml
 from tqdm import tqdm
 
 from blockplan.bags import BagError
-from blockplan.config import ConfigError, default_params_path, load_config
+from blockplan.config import (
+    ConfigError,
+    PlannerConfig,
+    config_from_params,
+    default_params_path,
+    flatten_params,
+    read_params_file,
+    unflatten_params,
+)
 from blockplan.replay import ReplayInputError, ReplayOutputs, load_planner, run_replay
 
 HELP = "replay a ROS 2 bag through the control loop: plans.mcap, metrics.json, report.html"
@@ -34,6 +43,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--rate", type=float, help="control rate in Hz (default: control.rate_hz)")
     parser.add_argument("--params", help="ROS 2 params YAML (default: the shipped planner.yaml)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override one parameter of the params file (dotted name, YAML value), e.g. "
+        "--set frame_window.streaming=off --set frame_window.reuse_tolerance_s=0.1",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -63,6 +80,20 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
         )
     if counters.get("unfinished_plans"):
         lines.append("  a plan was still being computed when the bag ended (latency counted)")
+    st = m.get("streaming") or {}
+    prefill = (st.get("planner") or {}).get("prefill")
+    if st.get("window_frames_shared") is not None and st.get("window_shared_fraction") is not None:
+        line = (
+            f"  windows: {st['window_frames_shared']} frames shared with earlier requests, "
+            f"{st['window_frames_new']} new"
+        )
+        if prefill:
+            line += (
+                f"; streaming: {prefill['streamed_ticks']} streamed, {prefill['full_prefills']}"
+                f" full prefills {prefill['full_prefill_reasons']}, frames reused "
+                f"{prefill['frames_reused']} / computed {prefill['frames_computed']}"
+            )
+        lines.append(line)
     if m.get("missing_camera_topics"):
         lines.append(f"  missing camera topics: {', '.join(m['missing_camera_topics'])}")
     lines += [
@@ -73,9 +104,27 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
     print("\n".join(lines), file=file or sys.stdout)
 
 
+def config_with_overrides(path: str | Path, overrides: list[str]) -> PlannerConfig:
+    """The params file's configuration with `NAME=VALUE` overrides (validated as one)."""
+    params = read_params_file(path)
+    flat = flatten_params(params)
+    for item in overrides:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
+        try:
+            flat[name.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {item!r}: {e}") from e
+    try:
+        return config_from_params(unflatten_params(flat))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from e
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.params or default_params_path())
+        config = config_with_overrides(args.params or default_params_path(), args.set)
         planner = load_planner(args.model or config.model.dir, config)
     except (ConfigError, ReplayInputError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -22,7 +22,7 @@ from blockplan.engine.constraints import build_constraints
 from blockplan.engine.decode import DecodeOptions, DecodeResult, decode
 from blockplan.engine.frame_cache import VisionFeatureCache
 from blockplan.engine.kv_cache import KVCache
-from blockplan.engine.streaming import StreamingPrefill
+from blockplan.engine.streaming import StreamingPrefill, StreamingStats
 from blockplan.engine.synthetic import synthetic_observation
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel
@@ -257,13 +257,30 @@ class Planner:
         """Strictly parse one answer row; raises `ScaffoldParseError`."""
         return parse_answer(tokens, self.scaffold, self.tokenizer, self.schema)
 
-    def reset_stream(self) -> None:
-        """Forget the streamed window and cached features: the next plan is a full prefill
-        (the runtime calls it after a time jump)."""
+    def reset_stream(self, clear_stats: bool = False) -> None:
+        """Forget the streamed frames and cached features: the next plan is a full prefill
+        (reason `reset`). `clear_stats`: also zero the counters (after a warm-up)."""
         if self.streamer is not None:
             self.streamer.reset()
+            if clear_stats:
+                self.streamer.stats = StreamingStats()
         if self.vision_cache is not None:
             self.vision_cache.clear()
+            if clear_stats:
+                self.vision_cache.frames_encoded = 0
+
+    def streaming_stats(self) -> dict[str, object]:
+        """Streaming counters since the last `reset_stream(clear_stats=True)`: the mode, the
+        images encoded, and the prefill's streamed ticks, full prefills by reason, frames
+        reused and computed (`StreamingStats.as_dict`; None when it does not stream)."""
+        return {
+            "mode": self.config.frame_window.streaming,
+            "vision_cache": self.vision_cache is not None,
+            "images_encoded": None
+            if self.vision_cache is None
+            else self.vision_cache.frames_encoded,
+            "prefill": None if self.streamer is None else self.streamer.stats.as_dict(),
+        }
 
     def images(self, observation: Observation) -> torch.Tensor:
         """(K*T, 3, H, W) model-ready images from the view-major frames of `observation`."""

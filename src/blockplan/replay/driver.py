@@ -33,7 +33,7 @@ from blockplan.bags import (
 )
 from blockplan.bags.tick import reasoning_record
 from blockplan.config import PlannerConfig
-from blockplan.replay.metrics import replay_metrics
+from blockplan.replay.metrics import replay_metrics, streaming_metrics
 from blockplan.replay.publish import OutputPublisher
 from blockplan.replay.record import ReplayLog
 from blockplan.replay.topics import InputTopics, resolve_topics
@@ -231,8 +231,11 @@ def replay_bag(
                 runtime.drain()
         finally:
             runtime.close()
+    # Engine planners report their streaming counters; baselines have none.
+    planner_streaming = getattr(planner, "streaming_stats", None)
+    runtime_metrics = runtime.metrics()
     metrics = replay_metrics(
-        runtime.metrics(),
+        runtime_metrics,
         replayer.log,
         timing=timing,
         rate_hz=control.rate_hz,
@@ -241,5 +244,9 @@ def replay_bag(
         missing_camera_topics=list(topics.missing_cameras),
         odometry_topic=topics.odometry,
         ground_truth=GT_PATH_TOPIC if ground_truth else "recorded odometry",
+        streaming=streaming_metrics(
+            runtime_metrics,
+            planner_streaming() if planner_streaming is not None else None,
+        ),
     )
     return ReplayResult(metrics, replayer.log, topics, plans_bag)

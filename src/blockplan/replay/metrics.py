@@ -53,6 +53,25 @@ def displacement_metrics(log: ReplayLog) -> dict[str, Any]:
     }
 
 
+def streaming_metrics(
+    runtime_metrics: dict[str, Any], planner_stats: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The `streaming` section: how much the requested windows shared (the runtime's count,
+    whatever the planner), their spacing error, the planner's streaming counters (streamed
+    ticks, full prefills by reason, frames reused / computed, images encoded) and the encode +
+    prefill time of every plan (rejected ones too)."""
+    shared = runtime_metrics.get("window_frames_shared", 0)
+    new = runtime_metrics.get("window_frames_new", 0)
+    return {
+        "window_frames_shared": shared,
+        "window_frames_new": new,
+        "window_shared_fraction": round(shared / (shared + new), 4) if shared + new else None,
+        "frame_spacing_error_ms": runtime_metrics.get("frame_spacing_error_ms"),
+        "planner": planner_stats,
+        "encode_prefill_ms": runtime_metrics.get("encode_prefill_ms"),
+    }
+
+
 def replay_metrics(runtime_metrics: dict[str, Any], log: ReplayLog, **info: Any) -> dict[str, Any]:
     """The metrics.json document. Required keys first: ticks, plans, fallbacks,
     deadline_misses, latency_ms {p50, p99}, invalid_inputs; then the displacement errors when

@@ -17,8 +17,10 @@ tick without the planner) and `plan_age` (age of the published plan).
 * `window_frames_shared` / `window_frames_new`: frames of requested windows that an earlier
   request had used too / had not (streaming reuses the former's K/V).
 
-`frame_spacing_error` (a latency window): per request, the largest distance of a window frame
-from its trained time (newest − k·frame_period_s).
+`frame_spacing_error` (a latency window): per request whose window is not padded, the largest
+distance of a window frame from its trained time (newest − k·frame_period_s).
+`encode_prefill`: the planner's encode + prompt + prefill stages of every plan (when it
+reports them), what the streaming window saves.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ class Health:
         self._counts: Counter[str] = Counter(dict.fromkeys(COUNTERS, 0))
         self._latency: dict[str, deque[int]] = {
             name: deque(maxlen=latency_window)
-            for name in ("inference", "tick", "plan_age", "frame_spacing_error")
+            for name in ("inference", "tick", "plan_age", "frame_spacing_error", "encode_prefill")
         }
 
     def count(self, name: str, n: int = 1) -> None:

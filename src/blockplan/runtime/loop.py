@@ -206,6 +206,10 @@ class PlannerRuntime:
             self.health.count("discarded_results")
             return None
         self.health.record_latency("inference", result.latency_ns)
+        stages = result.plan.timings_ms if result.plan is not None else {}
+        if "encode" in stages and "prefill" in stages:  # what streaming saves
+            ms = stages["encode"] + stages.get("prompt", 0.0) + stages["prefill"]
+            self.health.record_latency("encode_prefill", int(ms * 1e6))
         if result.latency_ns > self.period_ns:
             self.health.count("inference_overruns")
         if result.error_kind == "invalid_plan":
@@ -276,9 +280,10 @@ class PlannerRuntime:
         shared, new = self.window.mark_used(frames)
         self.health.count("window_frames_shared", shared)
         self.health.count("window_frames_new", new)
-        self.health.record_latency(
-            "frame_spacing_error", snapshot.spacing_error_ns(self.window.period_ns)
-        )
+        if not snapshot.is_padded:  # padding (start-up) is counted on its own
+            self.health.record_latency(
+                "frame_spacing_error", snapshot.spacing_error_ns(self.window.period_ns)
+            )
         start = self.stopwatch()
         self.worker.submit(InferenceRequest(observation, now, self.epoch, is_degraded))
         return True, None, self.stopwatch() - start
@@ -301,6 +306,7 @@ class PlannerRuntime:
             "tick_ms": latencies["tick"],
             "plan_age_ms": latencies["plan_age"],
             "frame_spacing_error_ms": latencies["frame_spacing_error"],
+            "encode_prefill_ms": latencies["encode_prefill"],
         }
 
     def drain(self) -> int:
