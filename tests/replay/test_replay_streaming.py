@@ -59,3 +59,5 @@ def test_set_overrides_are_validated(tmp_path: Path, capsys) -> None:
     assert "frame_window.nope" in capsys.readouterr().err
     assert main([*base, "--set", "streaming"]) == 1
     assert "NAME=VALUE" in capsys.readouterr().err
+    assert main([*base, "--set", "frame_window.streaming=off", "--set", "a=1"]) == 1
+    assert "unknown parameter 'a'" in capsys.readouterr().err  # "off" itself was fine

@@ -113,9 +113,12 @@ def config_with_overrides(path: str | Path, overrides: list[str]) -> PlannerConf
         if not sep or not name:
             raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
         try:
-            flat[name.strip()] = yaml.safe_load(text)
+            value = yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise ConfigError(f"--set {item!r}: {e}") from e
+        if isinstance(value, bool) and text.strip().lower() not in ("true", "false"):
+            value = text.strip()  # YAML 1.1 reads on / off / yes / no as booleans
+        flat[name.strip()] = value
     try:
         return config_from_params(unflatten_params(flat))
     except ConfigError as e:

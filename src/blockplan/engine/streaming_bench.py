@@ -8,6 +8,8 @@ incremental prefill), the other recomputes every tick (`"off"`). Each tick of
   the first (the first tick is a full prefill for both);
 * max_abs_logit_diff: the largest difference of the logits at the first answer slot and of a
   teacher-forced pass over the scaffold's answer slots (which reads every cached K/V);
+* breakdown (engine/streaming_cost.py): the prompt's tokens by kind and the ideal ratios from
+  token and FLOP counts, which explain the measured one;
 * over `plans` ticks, whole plans both ways: token agreement, the ADE between their
   trajectories (the drift of an approximate model; 0 for an exact one) and the plan latency.
 """
@@ -27,6 +29,7 @@ from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.planner import Planner
 from blockplan.engine.strategies import prefill as full_prefill
 from blockplan.engine.stream_sequence import stream_observation
+from blockplan.engine.streaming_cost import prefill_breakdown
 from blockplan.model.masks import causal_mask
 from blockplan.types import Observation
 
@@ -143,6 +146,7 @@ def run_streaming_bench(
                 for side in ("streamed", "full")
             },
             "prefill": prefill_stats,
+            "breakdown": prefill_breakdown(stream),
             "plans": plans,
             "strategy": strategy or planner.config.decoding.strategy,
             "plans_identical": same,
