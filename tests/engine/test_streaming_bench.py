@@ -37,3 +37,26 @@ def test_bench_streaming_needs_the_torch_backend(capsys):
     argv = ["bench", "--streaming", "--random-init", "test", "--backend", "onnxruntime"]
     assert main(argv) == 2
     assert "torch backend" in capsys.readouterr().err
+
+
+def test_bench_breakdown_explains_the_ratio(tmp_path, capsys):
+    argv = ["bench", "--streaming", "--random-init", "test-stream", "--ticks", "2"]
+    argv += ["--plans", "0", "--frames", "2", "--image-size", "24x40", "--threads", "1"]
+    assert main(argv) == 0
+    s = json.loads(capsys.readouterr().out)["streaming"]
+    b = s["breakdown"]
+    kinds = b["tokens_by_kind"]
+    P = b["prompt_tokens"]
+    assert s["prompt_tokens"] == P
+    assert (
+        kinds["header"] + kinds["visual"] + kinds["image_delimiters"] + kinds["text_after_images"]
+        == P
+    )
+    assert kinds["visual"] == 4 * 2 * s["tokens_per_image"]
+    # The ego history's digits and the route command depend on the observation.
+    assert 0 < kinds["of_which_observation_dependent"] < kinds["text_after_images"]
+    streamed = b["streamed_tokens_per_tick"]
+    assert streamed["new_visual"] + streamed["text"] == s["prefill_tokens_streamed"]
+    assert abs(b["ideal_token_ratio"] - s["prefill_token_ratio"]) < 1e-12
+    assert 0 < b["ideal_flop_ratio"] < 1
+    assert b["ideal_token_ratio_static_text_before_images"] < b["ideal_token_ratio"]
