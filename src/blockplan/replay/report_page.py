@@ -57,6 +57,13 @@ function summary(){
   }
   rows.push("<td>latency p50 / p99 (ms)</td><td>"+m.latency_ms.p50+" / "+m.latency_ms.p99+"</td>");
   rows.push("<td>timing / rate</td><td>"+esc(D.meta.timing)+" / "+D.meta.rate_hz+" Hz</td>");
+  const st = m.streaming;
+  if (st && st.window_shared_fraction !== null) {
+    rows.push("<td>window frames shared / new</td><td>"+st.window_frames_shared+" / "+st.window_frames_new+"</td>");
+    const pf = st.planner && st.planner.prefill;
+    if (pf) rows.push("<td>streaming: streamed / full prefills, frames reused / computed</td><td>"+pf.streamed_ticks+" / "+esc(JSON.stringify(pf.full_prefill_reasons))+", "+pf.frames_reused+" / "+pf.frames_computed+"</td>");
+    if (st.encode_prefill_ms && st.encode_prefill_ms.p50 !== null) rows.push("<td>encode + prefill p50 / p99 (ms)</td><td>"+st.encode_prefill_ms.p50+" / "+st.encode_prefill_ms.p99+"</td>");
+  }
   $("summary").innerHTML = "<table><tr>"+rows.join("</tr><tr>")+"</tr></table>";
   $("plots").innerHTML = D.plots.map(p=>'<img alt="'+esc(p.name)+'" src="'+p.src+'">').join(" ");
 }
