@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from blockplan.config import ConfigError, FrameWindowConfig, PlannerConfig, config_from_params
 from blockplan.ros.params import parameter_specs
-from blockplan.runtime import FrameWindow
-from blockplan.types import CameraFrame
+from blockplan.runtime import ConstantVelocityPlanner, FrameWindow, PlannerRuntime, VirtualClock
+from blockplan.types import CameraFrame, Observation, Plan
+from tests.runtime.test_loop import Drive
 
 MS = 1_000_000
 
@@ -101,3 +102,40 @@ def test_used_stamps_are_forgotten_with_the_buffer_and_on_clear() -> None:
     window.clear()
     window.push(_frame("c", 3900 * MS))
     assert window.mark_used(window.snapshot(3900 * MS).complete_frames()) == (0, 2)
+
+
+@pytest.mark.parametrize("tolerance_s", [0.0, 0.1, 0.2])
+def test_loop_with_a_300_ms_worker_shares_frames_only_with_a_tolerance(tolerance_s) -> None:
+    """10 Hz loop and cameras, a plan costs 300 ms: a request every 3 ticks (0.3 s, the tick
+    that collects a plan submits the next), off the 0.5 s frame period. Measured in the
+    loop's own counters."""
+
+    class Stopwatch:
+        ns = 0
+
+        def __call__(self) -> int:
+            return self.ns
+
+    stopwatch = Stopwatch()
+
+    class SlowPlanner(ConstantVelocityPlanner):
+        def plan(self, observation: Observation) -> Plan:
+            stopwatch.ns += 300 * MS
+            return super().plan(observation)
+
+    fw = FrameWindowConfig(num_frames=4, frame_period_s=0.5, reuse_tolerance_s=tolerance_s)
+    config = PlannerConfig(frame_window=fw)
+    clock = VirtualClock(10**9)
+    runtime = PlannerRuntime(config, SlowPlanner(), clock, "measured", stopwatch=stopwatch)
+    Drive(runtime, clock).run(100)
+    m = runtime.metrics()
+    shared, new = m["window_frames_shared"], m["window_frames_new"]
+    assert shared + new == 16 * m["requests"] and m["requests"] >= 24
+    spacing = m["frame_spacing_error_ms"]
+    fraction = shared / (shared + new)
+    assert spacing["max"] <= tolerance_s * 1e3
+    if tolerance_s == 0.0:
+        # Only a window five requests (1.5 s) later meets an earlier newest frame again.
+        assert fraction <= 0.3
+    else:
+        assert fraction >= 0.5
