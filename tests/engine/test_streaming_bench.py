@@ -58,5 +58,5 @@ def test_bench_breakdown_explains_the_ratio(tmp_path, capsys):
     streamed = b["streamed_tokens_per_tick"]
     assert streamed["new_visual"] + streamed["text"] == s["prefill_tokens_streamed"]
     assert abs(b["ideal_token_ratio"] - s["prefill_token_ratio"]) < 1e-12
-    assert 0 < b["ideal_flop_ratio"] < 1
+    assert 0 < b["ideal_flop_ratio"] < 1 and 0 < b["ideal_dense_flop_ratio"] < 1
     assert b["ideal_token_ratio_static_text_before_images"] < b["ideal_token_ratio"]

@@ -6,7 +6,9 @@ plus the header when the layout attends to it) and every text token after the he
 image delimiters and the text after the images attend to the frames before them, so they
 change every tick whatever is reused. The full prefill computes all P tokens under the
 prompt mask. FLOPs per layer: linear layers 2·(W·(H + 2·Hkv)·D + H·D·W + 3·W·I) per token,
-attention 4·H·D per (query, key) pair the mask allows.
+attention 4·H·D per (query, key) pair the mask allows (`ideal_flop_ratio`) or per pair a
+dense masked kernel computes (`ideal_dense_flop_ratio`: what SDPA with a boolean mask does on
+CPU). Encoding, RoPE re-rotation and cache copies are not counted.
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ def prefill_breakdown(planner: Planner) -> dict[str, Any]:
         is_text[s.start : s.end] = False
     text_pairs = int(mask.numpy()[is_text].sum())  # text rows see everything before them
     streamed_flops = _flops(planner, K * G, K * frame_pairs) + _flops(planner, text, text_pairs)
+    # A dense attention kernel under a mask computes every (query, key) pair it is given: the
+    # full prefill P·P, the streamed forwards their queries times the keys they are handed.
+    dense_streamed = _flops(planner, K * G, K * G * (h + K * G)) + _flops(planner, text, text * P)
     # If the observation-independent text after the images came before them (a different
     # prompt format: needs retraining), it would be cached like the header.
     movable = int((~varying[h:] & is_text[h:]).sum()) - delimiters
@@ -89,5 +94,6 @@ def prefill_breakdown(planner: Planner) -> dict[str, Any]:
         "streamed_tokens_per_tick": {"new_visual": K * G, "text": text},
         "ideal_token_ratio": streamed_tokens / P,
         "ideal_flop_ratio": streamed_flops / _flops(planner, P, full_pairs),
+        "ideal_dense_flop_ratio": dense_streamed / _flops(planner, P, P * P),
         "ideal_token_ratio_static_text_before_images": (streamed_tokens - movable) / P,
     }
