@@ -158,8 +158,9 @@ def _default_cameras() -> tuple[CameraConfig, ...]:
 @dataclass(frozen=True)
 class FrameWindowConfig:
     """The sliding frame window: T frames per camera, `frame_period_s` apart. With
-    `reuse_tolerance_s` > 0 a window's older frame is, among the frames within that tolerance
-    of its target time, one an earlier request already used (streaming reuses its K/V)."""
+    `reuse_tolerance` > 0 a window's older frame is, among the frames within that fraction of
+    the period of its target time, one an earlier request already used (streaming reuses
+    its K/V)."""
 
     num_frames: int = 2
     frame_period_s: float = 0.5
@@ -169,8 +170,9 @@ class FrameWindowConfig:
     # exactly (frame-only visual attention, no frame-slot embedding), off for the others;
     # "on" also streams the others (approximate, opt-in); "off" recomputes every tick.
     streaming: str = "auto"
-    # RUNTIME.md "Windows that share frames": 0 picks the frame nearest each target time.
-    reuse_tolerance_s: float = 0.0
+    # RUNTIME.md "Windows that share frames": a fraction of frame_period_s (0.25: 0.125 s at
+    # 0.5 s); 0 picks the frame nearest each target time.
+    reuse_tolerance: float = 0.25
 
     def __post_init__(self) -> None:
         _check(
@@ -184,10 +186,10 @@ class FrameWindowConfig:
         _one_of("frame_window.stale_camera_policy", self.stale_camera_policy, STALE_CAMERA_POLICIES)
         _one_of("frame_window.streaming", self.streaming, STREAMING_MODES)
         _check(
-            0.0 <= self.reuse_tolerance_s < self.frame_period_s / 2,
-            "frame_window.reuse_tolerance_s",
-            self.reuse_tolerance_s,
-            "must be in [0, frame_period_s / 2)",
+            0.0 <= self.reuse_tolerance < 0.5,
+            "frame_window.reuse_tolerance",
+            self.reuse_tolerance,
+            "must be in [0, 0.5) (a fraction of frame_period_s)",
         )
 
 

@@ -22,7 +22,7 @@ def test_streaming_replay_reuses_frames_with_a_tolerance(tmp_path: Path, capsys)
         out = tmp_path / "out"
         args = ["replay", str(bag), "--model", "random-init:test-stream", "--out", str(out)]
         args += ["--timing", "ideal", "--rate", "2.5", "--no-progress"]
-        args += ["--set", "frame_window.reuse_tolerance_s=0.2", "--set", "model.num_threads=1"]
+        args += ["--set", "frame_window.reuse_tolerance=0.4", "--set", "model.num_threads=1"]
         assert main(args) == 0
     finally:
         torch.set_num_threads(threads)
@@ -53,8 +53,8 @@ def test_baseline_replay_counts_windows_without_planner_stats(tmp_path: Path) ->
 def test_set_overrides_are_validated(tmp_path: Path, capsys) -> None:
     bag = make_bag(tmp_path / "in.mcap", BagSpec(duration_s=1.0))
     base = ["replay", str(bag), "--model", "constant-velocity", "--out", str(tmp_path / "o")]
-    assert main([*base, "--set", "frame_window.reuse_tolerance_s=0.3"]) == 1
-    assert "frame_window.reuse_tolerance_s=0.3" in capsys.readouterr().err
+    assert main([*base, "--set", "frame_window.reuse_tolerance=0.6"]) == 1
+    assert "frame_window.reuse_tolerance=0.6" in capsys.readouterr().err
     assert main([*base, "--set", "frame_window.nope=1"]) == 1
     assert "frame_window.nope" in capsys.readouterr().err
     assert main([*base, "--set", "streaming"]) == 1

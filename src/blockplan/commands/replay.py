@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME=VALUE",
         help="override one parameter of the params file (dotted name, YAML value), e.g. "
-        "--set frame_window.streaming=off --set frame_window.reuse_tolerance_s=0.1",
+        "--set frame_window.streaming=off --set frame_window.reuse_tolerance=0.2",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 

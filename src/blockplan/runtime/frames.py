@@ -6,8 +6,8 @@ frames nearest to newest − k·`frame_period_s` for k = T−1 … 1, in view-ma
 oldest→newest, then camera 1, …). Before a buffer spans the whole window the oldest frame
 stands in for the missing ones (`is_padded`).
 
-With `reuse_tolerance_s` > 0 (RUNTIME.md "Windows that share frames"), an older slot takes,
-among the frames within that tolerance of its target, the one nearest the target that an
+With `reuse_tolerance` > 0 (RUNTIME.md "Windows that share frames"), an older slot takes,
+among the frames within that fraction of a period of its target, the one nearest the target that an
 earlier request used (`mark_used`), so consecutive requests share frames and the streaming
 prefill reuses their K/V; with 0 the choice is the plain nearest frame. `spacing_error_ns`
 reports how far a window's frames are from the trained spacing.
@@ -198,7 +198,7 @@ class FrameWindow:
         max_frames = max(2, frames_per_window_frame * config.num_frames)
         jump_ns = seconds_to_ns(time_jump_s)
         self._buffers = {c: CameraRingBuffer(c, span_ns, max_frames, jump_ns) for c in self.cameras}
-        self.tolerance_ns = seconds_to_ns(config.reuse_tolerance_s)
+        self.tolerance_ns = int(config.reuse_tolerance * period_ns)
         self._used: dict[str, set[int]] = {c: set() for c in self.cameras}  # stamps
         self._lock = threading.Lock()
 
