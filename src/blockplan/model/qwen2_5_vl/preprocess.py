@@ -1,6 +1,6 @@
 """Qwen2-VL / Qwen2.5-VL image preprocessing: uint8 frames → flattened patches.
 
-What HF's `Qwen2VLImageProcessor` does, from H×W×3 uint8 RGB: resize (bicubic) to the
+What HF's `Qwen2VLImageProcessor` does, from H×W×3 uint8 RGB: resize (PIL bicubic) to the
 `smart_resize` size — both sides multiples of 28 (patch 14 × merge 2), the pixel count in
 [min_pixels, max_pixels], the aspect ratio kept as closely as possible — then scale to [0, 1],
 normalize with the CLIP mean/std, repeat the single image to the 2 frames of a temporal
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
-import torch.nn.functional as F
+from PIL import Image
 
 from blockplan.model.qwen2_5_vl.config import QwenVisionConfig
 
@@ -51,13 +52,12 @@ def smart_resize(
 
 
 def resize_uint8(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """uint8 (H, W, 3) → uint8 (h, w, 3), bicubic with antialiasing (as the processor's
-    resample=BICUBIC), rounded and clipped back to uint8 like a PIL resize."""
+    """uint8 (H, W, 3) → uint8 (h, w, 3) with PIL's bicubic filter: what the processor
+    (resample=BICUBIC) does, pixel for pixel."""
     if tuple(image.shape[:2]) == tuple(size):
         return image
-    x = image.permute(2, 0, 1)[None].float()  # (1, 3, H, W)
-    x = F.interpolate(x, size=size, mode="bicubic", antialias=True, align_corners=False)
-    return x[0].round().clamp(0, 255).to(torch.uint8).permute(1, 2, 0)
+    resized = Image.fromarray(image.cpu().numpy()).resize((size[1], size[0]), Image.BICUBIC)
+    return torch.from_numpy(np.asarray(resized).copy())
 
 
 def patchify(pixels: torch.Tensor, config: QwenVisionConfig) -> torch.Tensor:
