@@ -134,6 +134,8 @@ def run_bench(
     runners = {name: strategy_runner(planner, name) for name in strategies}
     if "rollouts" in runners:
         runners["rollouts_n1"] = strategy_runner(_with_rollouts(planner, 1), "rollouts")
+    # The baseline rebuilds the decoder as a plain Qwen2 (1-D RoPE): not for mRoPE models.
+    with_hf = with_hf and planner.model.config.decoder.mrope_section is None
     if with_hf:
         runners["hf_generate"] = hf_generate_runner(planner)
     inputs = [synthetic_observation(planner.config, seed + i) for i in range(warmup + iters)]
