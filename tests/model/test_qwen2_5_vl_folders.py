@@ -96,3 +96,13 @@ def test_our_folder_loads_in_transformers_with_equal_logits(tmp_path):
         positions = mrope_positions(ids.shape[1], spans, grids).positions[:, None]
         got = again(inputs_embeds=embeds, positions=positions)
     assert (got - expected).abs().max().item() <= 1e-4
+
+
+def test_shape_mismatch_names_the_tensor(tmp_path):
+    ours = random_qwen_model(qwen_test_config(300), torch.float32, seed=0)
+    ours.save_pretrained(tmp_path / "q")
+    raw = json.loads((tmp_path / "q" / "config.json").read_text())
+    raw["vision_config"]["intermediate_size"] = 40
+    (tmp_path / "q" / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(WeightsError, match=r"visual\.blocks\.0\.mlp\.\w+_proj\.\w+ has shape"):
+        load_pretrained(tmp_path / "q", verify=False)

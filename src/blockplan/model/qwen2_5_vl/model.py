@@ -19,7 +19,7 @@ from blockplan.model.config import DecoderConfig
 from blockplan.model.decoder import Decoder
 from blockplan.model.qwen2_5_vl.config import QwenVLConfig
 from blockplan.model.qwen2_5_vl.vision import QwenVisionTransformer
-from blockplan.model.weights import WeightsError, decoder_from_state, load_state, save_folder
+from blockplan.model.weights import WeightsError, save_folder
 
 VISUAL_PREFIX = "visual."
 # transformers >= 4.52 names → the published names
@@ -78,17 +78,34 @@ class QwenVLModel(nn.Module):
     def from_config_and_state(
         cls, raw: dict[str, Any], state: dict[str, torch.Tensor], where: str
     ) -> QwenVLModel:
+        """The model holding `state`'s tensors themselves (no random init, no copy: a 3B
+        checkpoint costs its own size once), names and shapes checked strictly."""
         config = QwenVLConfig.from_hf_dict(raw)
-        state = canonical_names(state)
-        with torch.device("meta"):  # no second copy of the weights while loading
-            model = cls(config)
-        text = {k: v for k, v in state.items() if not k.startswith(VISUAL_PREFIX)}
-        visual = {
-            k.removeprefix(VISUAL_PREFIX): v
-            for k, v in state.items()
-            if k.startswith(VISUAL_PREFIX)
+        state = {
+            "decoder." + k if not k.startswith(VISUAL_PREFIX) else k: v
+            for k, v in canonical_names(state).items()
         }
-        model.decoder = decoder_from_state(config.decoder, text, where)
-        model.visual = QwenVisionTransformer(config.vision)
-        load_state(model.visual, visual, where)
+        tied = config.decoder.tie_word_embeddings
+        if tied:
+            state.pop("decoder.lm_head.weight", None)
+        with torch.device("meta"):
+            model = cls(config)
+        expected = model.state_dict()
+        if tied:
+            expected.pop("decoder.lm_head.weight")
+        missing = sorted(set(expected) - set(state))
+        unexpected = sorted(set(state) - set(expected))
+        if missing or unexpected:
+            raise WeightsError(
+                f"{where}: missing tensors {missing[:3]}, unexpected tensors {unexpected[:3]}"
+            )
+        for name, tensor in state.items():
+            if tensor.shape != expected[name].shape:
+                raise WeightsError(
+                    f"{where}: {name.removeprefix('decoder.')} has shape "
+                    f"{tuple(tensor.shape)}, the config wants {tuple(expected[name].shape)}"
+                )
+        model.load_state_dict(state, strict=False, assign=True)
+        if tied:
+            model.decoder.lm_head.weight = model.decoder.model.embed_tokens.weight
         return model
