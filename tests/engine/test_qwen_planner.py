@@ -130,3 +130,16 @@ def test_random_init_test_preset_plans():
     planner = Planner.random_init("qwen2.5-vl-test", fastddrive_config())
     plan = planner.plan(synthetic_observation(planner.config, seed=0))
     assert plan.rollouts.shape[1:] == (5, 2)
+
+
+def test_bench_on_the_folder_reports_unverified_weights(folder, tmp_path):
+    from blockplan.cli import main
+
+    out = tmp_path / "bench.json"
+    args = ["bench", "--model", str(folder[0]), "--strategies", "scaffold_spec"]
+    args += ["--iters", "1", "--warmup", "0", "--threads", "1", "--json", str(out)]
+    assert main(args) == 0
+    report = json.loads(out.read_text())
+    assert report["model"]["weights"] == "unverified"
+    assert report["model"]["cameras"] == 3
+    assert report["strategies"]["scaffold_spec"]["valid_fraction"] == 1.0

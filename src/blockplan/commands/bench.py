@@ -123,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
         progress=log.info,
     )
     report["model"] = {"source": source, "backend": planner.runner.name, **report["model"]}
+    if args.model:  # load_pretrained checked the manifest when there is one
+        verified = (Path(args.model) / "manifest.json").is_file()
+        report["model"]["weights"] = "sha256-verified" if verified else "unverified"
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:
