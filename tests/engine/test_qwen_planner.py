@@ -143,3 +143,10 @@ def test_bench_on_the_folder_reports_unverified_weights(folder, tmp_path):
     assert report["model"]["weights"] == "unverified"
     assert report["model"]["cameras"] == 3
     assert report["strategies"]["scaffold_spec"]["valid_fraction"] == 1.0
+
+
+@pytest.mark.parametrize("strategy", ["section_diffusion", "full_diffusion"])
+def test_diffusion_strategies_decode_and_parse(planner, strategy):
+    decoded = planner.decode(synthetic_observation(planner.config, seed=5), strategy)
+    assert decoded.result.tokens.shape == (1, len(planner.scaffold))
+    assert decoded.plan.rollouts.shape == (1, 5, 2)
