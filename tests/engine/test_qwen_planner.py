@@ -150,3 +150,16 @@ def test_diffusion_strategies_decode_and_parse(planner, strategy):
     decoded = planner.decode(synthetic_observation(planner.config, seed=5), strategy)
     assert decoded.result.tokens.shape == (1, len(planner.scaffold))
     assert decoded.plan.rollouts.shape == (1, 5, 2)
+
+
+def test_block_size_from_bd_size_and_unknown_settings(tmp_path):
+    from blockplan.engine.qwen_planner import read_settings
+    from blockplan.model.config import ModelConfigError
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl", "bd_size": 16}))
+    assert read_settings(tmp_path) == {"block_size": 16}
+    (tmp_path / "blockplan.json").write_text(json.dumps({"block_size": 8}))
+    assert read_settings(tmp_path) == {"block_size": 8}
+    (tmp_path / "blockplan.json").write_text(json.dumps({"cameras": 3}))
+    with pytest.raises(ModelConfigError, match="cameras"):
+        read_settings(tmp_path)

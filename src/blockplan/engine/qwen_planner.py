@@ -29,6 +29,7 @@ from blockplan.model.qwen2_5_vl.planner_model import (
     QwenPlannerModel,
 )
 from blockplan.model.qwen2_5_vl.presets import QWEN_PRESETS, random_qwen_model
+from blockplan.model.weights import read_config
 from blockplan.schema import DrivingSchema, fastddrive_schema, schema_to_dict
 from blockplan.schema.qwen_tokens import build_qwen_like_tokenizer
 from blockplan.schema.tokenizer import JsonTokenizer
@@ -49,14 +50,18 @@ def fastddrive_config(base: PlannerConfig | None = None) -> PlannerConfig:
 
 
 def read_settings(folder: Path) -> dict[str, Any]:
-    """The optional `blockplan.json` of a Qwen2.5-VL folder ({} when absent)."""
+    """The optional `blockplan.json` of a Qwen2.5-VL folder; the block size defaults to
+    config.json's `bd_size` (Fast-dLLM's name for it) when the checkpoint records one."""
     path = folder / SETTINGS_NAME
-    if not path.is_file():
-        return {}
-    try:
-        settings = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ModelConfigError(f"{path}: not JSON: {e}") from e
+    settings: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            settings = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ModelConfigError(f"{path}: not JSON: {e}") from e
+    block_size = read_config(folder).get("bd_size")
+    if block_size is not None and "block_size" not in settings:
+        settings["block_size"] = int(block_size)
     unknown = sorted(set(settings) - set(SETTINGS_KEYS))
     if unknown:
         raise ModelConfigError(f"{path}: unknown key {unknown[0]!r} (known: {SETTINGS_KEYS})")
