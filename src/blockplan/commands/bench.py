@@ -28,7 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", metavar="DIR", help="model folder (config.json, weights, ...)")
     source.add_argument(
-        "--random-init", metavar="PRESET", help="random weights of a preset size (e.g. tiny)"
+        "--random-init",
+        metavar="PRESET",
+        help="random weights of a preset size (e.g. tiny; qwen2.5-vl-3b for Fast-dDrive's "
+        "backbone shape, use with --dtype bfloat16)",
     )
     parser.add_argument(
         "--strategies",
@@ -96,6 +99,10 @@ def run(args: argparse.Namespace) -> int:
         from blockplan.commands.bench_streaming import run_streaming
 
         return run_streaming(args, config)
+    if not args.params and _is_qwen_source(args):
+        from blockplan.engine.qwen_planner import fastddrive_config
+
+        config = fastddrive_config(config)  # Fast-dDrive's 3 cameras, 1 frame each
     if args.model:
         planner = Planner.from_folder(Path(args.model), config)
         source = str(args.model)
@@ -116,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
         progress=log.info,
     )
     report["model"] = {"source": source, "backend": planner.runner.name, **report["model"]}
+    if args.model:  # load_pretrained checked the manifest when there is one
+        verified = (Path(args.model) / "manifest.json").is_file()
+        report["model"]["weights"] = "sha256-verified" if verified else "unverified"
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:
@@ -148,6 +158,16 @@ def _compare_backends(planner, backends, strategies, args, source: str) -> int:
     if args.json:
         Path(args.json).write_text(text + "\n")
     return 0
+
+
+def _is_qwen_source(args: argparse.Namespace) -> bool:
+    """Whether the bench runs a Qwen2.5-VL model (a random-init preset or a folder)."""
+    from blockplan.model.qwen2_5_vl.presets import QWEN_PRESETS
+    from blockplan.model.weights import read_config
+
+    if args.random_init:
+        return args.random_init in QWEN_PRESETS
+    return read_config(args.model).get("model_type") == "qwen2_5_vl"
 
 
 def _shipped_or_default() -> PlannerConfig:

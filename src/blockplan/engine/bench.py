@@ -43,6 +43,7 @@ class Run:
     tokens: np.ndarray | None
     num_forwards: int
     num_spec_steps: int
+    stage_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # Plan.timings_ms
 
 
 Runner = Callable[[Observation], Run]
@@ -56,7 +57,9 @@ def strategy_runner(planner: Planner, strategy: str) -> Runner:
         except ScaffoldParseError:
             return Run((time.perf_counter() - t0) * 1e3, None, 0, 0)
         r = decoded.result
-        return Run((time.perf_counter() - t0) * 1e3, r.tokens, r.num_forwards, r.num_spec_steps)
+        latency = (time.perf_counter() - t0) * 1e3
+        stages = dict(decoded.plan.timings_ms)
+        return Run(latency, r.tokens, r.num_forwards, r.num_spec_steps, stages)
 
     return run
 
@@ -114,6 +117,15 @@ def summarize(runs: Sequence[Run], tokens_per_plan: float) -> dict[str, Any]:
     }
 
 
+def stage_medians(runs: Sequence[Run]) -> dict[str, float]:
+    """Median ms per stage (encode, prompt, prefill, one per section, post) over the runs."""
+    stages = sorted({name for r in runs for name in r.stage_ms})
+    return {
+        name: round(float(np.median([r.stage_ms.get(name, 0.0) for r in runs])), 3)
+        for name in stages
+    }
+
+
 def run_bench(
     planner: Planner,
     strategies: Sequence[str],
@@ -134,6 +146,8 @@ def run_bench(
     runners = {name: strategy_runner(planner, name) for name in strategies}
     if "rollouts" in runners:
         runners["rollouts_n1"] = strategy_runner(_with_rollouts(planner, 1), "rollouts")
+    # The baseline rebuilds the decoder as a plain Qwen2 (1-D RoPE): not for mRoPE models.
+    with_hf = with_hf and planner.model.config.decoder.mrope_section is None
     if with_hf:
         runners["hf_generate"] = hf_generate_runner(planner)
     inputs = [synthetic_observation(planner.config, seed + i) for i in range(warmup + iters)]
@@ -151,6 +165,7 @@ def run_bench(
         n = num_rollouts if name == "rollouts" else 1
         tokens = A + (n - 1) * (trajectory.end - trajectory.start)
         report["strategies"][name] = summarize(runs[name], float(tokens))
+    report["stage_ms_p50"] = {name: stage_medians(runs[name]) for name in strategies}
     if "ar" in runs and "scaffold_spec" in runs:
         pairs = list(zip(runs["ar"], runs["scaffold_spec"], strict=True))
         same = sum(

@@ -35,6 +35,7 @@ from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.picking import Picker
 from blockplan.model.config import DecoderConfig
 from blockplan.model.masks import causal_mask, draft_mask
+from blockplan.model.positions import PromptPositions
 from blockplan.schema.layout import Scaffold
 
 
@@ -102,6 +103,12 @@ class DecodeContext:
     banned_ids: tuple[int, ...] = ()  # never a valid answer token (e.g. the mask token)
     constraints: AnswerConstraints | None = None
     stats: DecodeStats = field(default_factory=DecodeStats)
+    positions: PromptPositions | None = None  # None: prompt 0..P-1, answer from P
+
+    @property
+    def answer_start(self) -> int:
+        """The rotary position of answer slot 0."""
+        return self.prompt_len if self.positions is None else self.positions.answer_start
 
     def allowed(self, position: int, row_tokens: torch.Tensor) -> np.ndarray | None:
         """(V,) bool tokens allowed at `position` given the row's answer (A,), or None."""
@@ -122,7 +129,7 @@ class DecodeContext:
         """Logits (B, W', V) of the last W' = num_logits (default all W) slots of answer
         window [start, start + W) of ids (B, W)."""
         W = ids.shape[1]
-        positions = torch.arange(self.prompt_len + start, self.prompt_len + start + W)
+        positions = torch.arange(self.answer_start + start, self.answer_start + start + W)
         build = draft_mask if is_draft else causal_mask
         mask = build(W, self.cache.length)
         self.stats.num_forwards += 1

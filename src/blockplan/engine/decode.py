@@ -26,6 +26,7 @@ from blockplan.engine.strategies import (
     decode_section_diffusion,
     prefill,
 )
+from blockplan.model.positions import PromptPositions
 from blockplan.schema.layout import Scaffold
 
 
@@ -82,6 +83,7 @@ def decode(
     cache: KVCache | None = None,
     constraints: AnswerConstraints | None = None,
     prefill_with: Callable[[DecodeContext, torch.Tensor, torch.Tensor], AnswerState] | None = None,
+    positions: PromptPositions | None = None,
 ) -> DecodeResult:
     """Decode the answer of `scaffold` after the prompt with `options.strategy`.
 
@@ -89,12 +91,15 @@ def decode(
     `constraints` restrict each editable slot to tokens the schema's parser accepts.
     `prefill_with(ctx, embeds, prompt_mask)` replaces the prompt prefill (the streaming
     prefill, engine/streaming.py); it must commit the P prompt slots to `ctx.cache`.
+    `positions`: the prompt's rotary positions when they are not 0..P-1 (multimodal RoPE).
     """
     P, A = embeds.shape[1], len(scaffold)
     if cache is None:
         cache = KVCache.for_model(model.decoder_config, P + A, options.num_rollouts, embeds.dtype)
     cache.reset()
-    ctx = DecodeContext(model, cache, scaffold, P, (scaffold.mask_id,), constraints)
+    ctx = DecodeContext(
+        model, cache, scaffold, P, (scaffold.mask_id,), constraints, positions=positions
+    )
     t0 = time.perf_counter()
     if options.strategy == "full_diffusion":
         state = decode_full_diffusion(

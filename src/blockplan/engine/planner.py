@@ -43,6 +43,7 @@ from blockplan.types import DrivingAnswer, Observation, Plan
 
 if TYPE_CHECKING:
     from blockplan.backends import Backend
+    from blockplan.model.qwen2_5_vl.planner_model import QwenPlannerModel
 
 DTYPES = {
     "float32": torch.float32,
@@ -70,7 +71,7 @@ class Planner:
 
     def __init__(
         self,
-        model: PlannerModel,
+        model: PlannerModel | QwenPlannerModel,
         tokenizer: Tokenizer,
         config: PlannerConfig,
         schema: DrivingSchema | None = None,
@@ -106,6 +107,8 @@ class Planner:
         )
         template = self.render(None)
         self.prompt_len = len(template)
+        # None for our models (positions 0..P-1); Qwen2.5-VL: multimodal RoPE positions
+        self.positions = model.prompt_positions(template)
         # (P, P): depends on the layout and the model's visual attention only
         self.prompt_mask = prompt_mask(template, mc.visual_attention)
         max_batch = config.rollouts.num_rollouts
@@ -113,6 +116,11 @@ class Planner:
         self.cache = KVCache.for_model(mc.decoder, max_len, max_batch, self.dtype)
         from blockplan.backends import create_backend  # the backends import the engine
 
+        if not isinstance(model, PlannerModel) and config.model.backend != "torch":
+            raise PlannerSetupError(
+                f"model.backend={config.model.backend!r}: a {type(model).__name__} runs on "
+                "the torch backend only"
+            )
         self.runner = backend or create_backend(
             config.model.backend,
             self.model,
@@ -127,7 +135,9 @@ class Planner:
         # the pre-RoPE keys the eager decoder writes and runs the vision tower in parts.
         # Frames are kept while a later window may pick them: up to T periods before the
         # newest frame (the window spans T-1, plus one for the nearest-frame choice).
-        mode = config.frame_window.streaming if self.runner.name == "torch" else "off"
+        # Our own planner models only: a Qwen2.5-VL prompt attends causally across frames.
+        is_ours = isinstance(model, PlannerModel)
+        mode = config.frame_window.streaming if self.runner.name == "torch" and is_ours else "off"
         span_ns = int(mc.num_frames * config.frame_window.frame_period_s * 1e9)
         self.vision_cache = (
             VisionFeatureCache(self.model.visual, mc.num_frames, span_ns) if mode != "off" else None
@@ -148,22 +158,47 @@ class Planner:
 
     @classmethod
     def from_folder(cls, path: str | Path, config: PlannerConfig | None = None) -> Planner:
-        """A planner over a model folder (config.json, model.safetensors, tokenizer.json)."""
+        """A planner over a model folder (config.json, model.safetensors, tokenizer.json):
+        ours, or a Qwen2.5-VL block-diffusion checkpoint (Fast-dDrive / Fast-dVLM; default
+        config: Fast-dDrive's 3 cameras, see engine/qwen_planner.py)."""
+        from blockplan.model.qwen2_5_vl.model import QwenVLModel
+
         folder = Path(path)
         model = load_pretrained(folder)
-        if not isinstance(model, PlannerModel):
-            raise PlannerSetupError(f"{folder}: holds a {type(model).__name__}, not a planner")
         tokenizer_path = folder / "tokenizer.json"
         if not tokenizer_path.is_file():
             raise PlannerSetupError(f"{folder}: no tokenizer.json")
         tokenizer = load_tokenizer(tokenizer_path)
+        if isinstance(model, QwenVLModel):
+            from blockplan.engine.qwen_planner import (
+                fastddrive_config,
+                qwen_planner_model,
+                read_settings,
+            )
+
+            config = config or fastddrive_config()
+            seated, schema = qwen_planner_model(model, config, read_settings(folder))
+            return cls(seated, tokenizer, config, schema, folder=folder)
+        if not isinstance(model, PlannerModel):
+            raise PlannerSetupError(f"{folder}: holds a {type(model).__name__}, not a planner")
         return cls(model, tokenizer, config or PlannerConfig(), folder=folder)
 
     @classmethod
     def random_init(
         cls, preset: str = "tiny", config: PlannerConfig | None = None, seed: int = 0
     ) -> Planner:
-        """A planner with random weights of a preset size and the default tokenizer."""
+        """A planner with random weights of a preset size and the default tokenizer; a
+        Qwen2.5-VL preset (`qwen2.5-vl-3b`, `qwen2.5-vl-test`) gets the Qwen-like test
+        tokenizer, the Fast-dDrive schema and (without `config`) Fast-dDrive's cameras."""
+        from blockplan.model.qwen2_5_vl.presets import QWEN_PRESETS
+
+        if preset in QWEN_PRESETS:
+            from blockplan.engine.qwen_planner import fastddrive_config, qwen_random_parts
+
+            config = config or fastddrive_config()
+            dtype = DTYPES[config.model.dtype]
+            model, tokenizer, schema = qwen_random_parts(preset, config, dtype, seed)
+            return cls(model, tokenizer, config, schema)
         config = config or PlannerConfig()
         tokenizer = default_tokenizer()
         schema = default_schema()
@@ -232,6 +267,7 @@ class Planner:
             cache=ctx_cache,
             constraints=self.constraints,
             prefill_with=self.streamer.bind(observation.frames) if self.streamer else None,
+            positions=self.positions,
         )
         timings.update(result.timings_ms)
         t3 = time.perf_counter()

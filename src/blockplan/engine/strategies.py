@@ -34,8 +34,9 @@ ROLLOUT_SECTION = "trajectory"
 def prefill(ctx: DecodeContext, embeds: torch.Tensor, mask: torch.Tensor) -> AnswerState:
     """Run the prompt (1, P, W) through the model into the cache; the answer starts."""
     P = embeds.shape[1]
+    positions = torch.arange(P) if ctx.positions is None else ctx.positions.for_prompt()
     logits = ctx.model(
-        inputs_embeds=embeds, positions=torch.arange(P), mask=mask, cache=ctx.cache, num_logits=1
+        inputs_embeds=embeds, positions=positions, mask=mask, cache=ctx.cache, num_logits=1
     )  # (1, 1, V)
     logits = ctx.restrict(logits)
     ctx.stats.num_forwards += 1
@@ -174,7 +175,7 @@ def decode_full_diffusion(
     scaffold = ctx.scaffold
     P, A = embeds.shape[1], len(scaffold)
     mask = block_causal_mask(prompt_mask, [(0, A)])  # (P + A, P + A)
-    positions = torch.arange(P + A)
+    positions = torch.arange(P + A) if ctx.positions is None else ctx.positions.with_answer(A)
     state = AnswerState.start(scaffold, embeds.new_zeros(1, 1))
     for step in range(max_steps):
         if state.is_known.all():

@@ -25,8 +25,14 @@ class DecoderConfig:
     max_position_embeddings: int = 32768
     tie_word_embeddings: bool = False
     head_dim: int | None = None
+    # Multimodal RoPE (Qwen2-VL / Qwen2.5-VL): the rotary frequency pairs are cut into three
+    # runs of these sizes, rotated by the temporal, height and width position respectively.
+    # None: plain 1-D RoPE. Positions equal on all three axes give plain RoPE either way.
+    mrope_section: tuple[int, int, int] | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.mrope_section, list):  # JSON gives lists
+            object.__setattr__(self, "mrope_section", tuple(self.mrope_section))
         for name in (
             "vocab_size",
             "hidden_size",
@@ -50,6 +56,15 @@ class DecoderConfig:
             )
         if self.dim_per_head % 2:
             raise ModelConfigError(f"head_dim={self.dim_per_head}: RoPE needs an even head_dim")
+        if self.mrope_section is not None and (
+            len(self.mrope_section) != 3
+            or min(self.mrope_section) < 0
+            or sum(self.mrope_section) != self.dim_per_head // 2
+        ):
+            raise ModelConfigError(
+                f"mrope_section={list(self.mrope_section)}: must be 3 sizes summing to "
+                f"head_dim / 2 = {self.dim_per_head // 2}"
+            )
 
     @property
     def dim_per_head(self) -> int:
@@ -67,11 +82,14 @@ class DecoderConfig:
         rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
         if "rope_theta" not in kwargs and "rope_theta" in rope:
             kwargs["rope_theta"] = rope["rope_theta"]
+        if "mrope_section" in rope:
+            kwargs["mrope_section"] = tuple(rope["mrope_section"])
         if d.get("use_sliding_window"):
             raise ModelConfigError(
                 "use_sliding_window=true: sliding-window attention is not supported"
             )
-        if rope.get("rope_type", "default") not in ("default", None):
+        # Qwen2.5-VL writes {"type": "mrope", "mrope_section": ...}: default RoPE per axis.
+        if rope.get("rope_type", "default") not in ("default", "mrope", None):
             raise ModelConfigError(f"rope_type={rope['rope_type']!r}: only 'default' is supported")
         missing = sorted(
             f.name for f in fields(cls) if f.name not in kwargs and f.default is MISSING
@@ -85,6 +103,9 @@ class DecoderConfig:
         d = asdict(self)
         if d["head_dim"] is None:
             del d["head_dim"]
+        mrope = d.pop("mrope_section")
+        if mrope is not None:
+            d["rope_scaling"] = {"type": "mrope", "mrope_section": list(mrope)}
         d.update(
             model_type="qwen2",
             architectures=["Qwen2ForCausalLM"],

@@ -51,7 +51,7 @@ class Decoder(nn.Module):
         input_ids: torch.Tensor | None = None,  # (B, S)
         *,
         inputs_embeds: torch.Tensor | None = None,  # (B, S, W)
-        positions: torch.Tensor | None = None,  # (B, S) or (S,) int
+        positions: torch.Tensor | None = None,  # (B, S) or (S,) int; mRoPE: (3, B, S)
         mask: torch.Tensor | None = None,  # (S, L) or (B, S, L) bool, True = may attend
         cache: KVStore | None = None,
         num_logits: int | None = None,
@@ -70,15 +70,21 @@ class Decoder(nn.Module):
         past = getattr(cache, "length", 0) if cache is not None else 0
         if positions is None:
             positions = torch.arange(past, past + S, device=x.device)
-        positions = positions.expand(B, S) if positions.dim() == 1 else positions  # (B, S)
+        if positions.dim() == 3:  # (3, B|1, S) multimodal positions
+            positions = positions.expand(3, B, S)
+            flat = positions[0]  # (B, S) what the cache records (exact for text tokens)
+        else:
+            positions = positions.expand(B, S) if positions.dim() == 1 else positions  # (B, S)
+            flat = positions
         if mask is None:
             mask = causal_mask(S, past, device=x.device)
         mask = mask[None, None] if mask.dim() == 2 else mask[:, None]  # (B|1, 1, S, L)
         # Additive form once per forward (not once per layer); an all-True mask is no mask.
         bias = None if bool(mask.all()) else x.new_zeros(mask.shape).masked_fill(~mask, -torch.inf)
         if cache is not None:
-            cache.write_positions(positions)
-        rope = rope_cos_sin(positions, self.config.dim_per_head, self.config.rope_theta, x.dtype)
+            cache.write_positions(flat)
+        c = self.config
+        rope = rope_cos_sin(positions, c.dim_per_head, c.rope_theta, x.dtype, c.mrope_section)
         for layer in self.model.layers:
             x = layer(x, rope, bias, cache)  # (B, S, W)
         hidden = self.model.norm(x)  # (B, S, W)

@@ -50,13 +50,28 @@ class RMSNorm(nn.Module):
 
 
 def rope_cos_sin(
-    positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype
+    positions: torch.Tensor,
+    head_dim: int,
+    theta: float,
+    dtype: torch.dtype,
+    mrope_section: tuple[int, ...] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin (B, 1, S, D) for integer positions (B, S); HF's half-split layout."""
+    """cos, sin (B, 1, S, D) for integer positions (B, S); HF's half-split layout.
+
+    Multimodal RoPE (Qwen2.5-VL): positions (3, B, S) hold the temporal, height and width
+    position of each token; frequency pair j is rotated by axis a where j falls in the a-th
+    run of `mrope_section` (sizes summing to D/2). Text tokens carry equal positions on the
+    three axes, which is plain RoPE.
+    """
     compute = torch.promote_types(dtype, torch.float32)
     exponent = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device)
     inv_freq = 1.0 / (theta ** (exponent.to(compute) / head_dim))  # (D/2,)
-    angles = positions.to(compute)[..., None] * inv_freq  # (B, S, D/2)
+    angles = positions.to(compute)[..., None] * inv_freq  # (B, S, D/2) or (3, B, S, D/2)
+    if positions.dim() == 3:
+        if mrope_section is None:
+            raise ValueError("rope_cos_sin: positions (3, B, S) need an mrope_section")
+        runs = angles.split(list(mrope_section), dim=-1)  # run a of axis a
+        angles = torch.cat([run[a] for a, run in enumerate(runs)], dim=-1)  # (B, S, D/2)
     angles = torch.cat([angles, angles], dim=-1)[:, None]  # (B, 1, S, D)
     return angles.cos().to(dtype), angles.sin().to(dtype)
 

@@ -64,8 +64,10 @@ def frame_local_mask(
 def prompt_mask(
     layout: PromptLayout, visual_attention: str, device: torch.device | None = None
 ) -> torch.Tensor:
-    """(P, P) prompt mask for a model's `visual_attention` ("frame_and_header" or
-    "frame_only")."""
+    """(P, P) prompt mask for a model's `visual_attention` ("frame_and_header",
+    "frame_only", or "causal": plain causal attention over the whole prompt, as Qwen2.5-VL)."""
+    if visual_attention == "causal":
+        return causal_mask(len(layout), 0, device)
     if visual_attention not in ("frame_and_header", "frame_only"):
         raise ValueError(f"visual_attention={visual_attention!r}: unknown")
     return frame_local_mask(layout, device, attend_header=visual_attention == "frame_and_header")

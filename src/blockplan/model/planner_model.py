@@ -17,9 +17,10 @@ from torch import nn
 
 from blockplan.model.config import DecoderConfig, ModelConfigError
 from blockplan.model.decoder import Decoder
+from blockplan.model.positions import PromptPositions
 from blockplan.model.vision import VisionConfig, VisionTower
 from blockplan.model.weights import decoder_from_state, load_state, save_folder
-from blockplan.schema.layout import ImageSpan
+from blockplan.schema.layout import ImageSpan, PromptLayout
 
 MODEL_TYPE = "blockplan_planner"
 VISUAL_PREFIX = "visual."
@@ -147,6 +148,10 @@ class PlannerModel(nn.Module):
                 )
             embeds[0, span.start : span.end] = visual[index]
         return embeds
+
+    def prompt_positions(self, layout: PromptLayout) -> PromptPositions | None:
+        """None: the prompt sits at positions 0..P-1 and the answer continues at P."""
+        return None
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

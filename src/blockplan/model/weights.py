@@ -1,14 +1,17 @@
 """Model folders: config.json + safetensors (single or sharded) + manifest.json of sha256.
 
 `load_pretrained(path)` is the one entry point: it reads `config.json`, picks the model
-family from `model_type` (`qwen2` → `Decoder`; `blockplan_planner` → `PlannerModel`), checks
-`manifest.json` when present, and loads the weights with safetensors (never pickle).
+family from `model_type` (`qwen2` → `Decoder`; `qwen2_5_vl` → `QwenVLModel`;
+`blockplan_planner` → `PlannerModel`), checks `manifest.json` when present, and loads the
+weights with safetensors (never pickle). A folder without a manifest (a checkpoint as
+published on the Hugging Face hub) loads *unverified*: a warning says so (docs/CHECKPOINTS.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,9 @@ WEIGHTS_NAME = "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
 MANIFEST_NAME = "manifest.json"
 CONFIG_NAME = "config.json"
+MODEL_TYPES = ("qwen2", "qwen2_5_vl", "blockplan_planner")
+
+log = logging.getLogger("blockplan.model")
 
 
 class WeightsError(ValueError):
@@ -167,25 +173,29 @@ def load_pretrained(
 ) -> nn.Module:
     """Load a model folder; the family comes from config.json's `model_type`.
 
-    Returns a `Decoder` for Qwen2 / Qwen2.5 folders and a `PlannerModel` for blockplan
-    planner folders, in eval mode (cast to `dtype` when given).
+    Returns a `Decoder` for Qwen2 / Qwen2.5 folders, a `QwenVLModel` for Qwen2.5-VL folders
+    (Fast-dVLM, Fast-dDrive) and a `PlannerModel` for blockplan planner folders, in eval mode (cast to `dtype` when given).
     """
     folder = Path(path)
-    if verify:
-        verify_manifest(folder)
+    if verify and not verify_manifest(folder):
+        log.warning("%s: no %s; weights loaded unverified", folder, MANIFEST_NAME)
     raw = read_config(folder)
     model_type = raw.get("model_type")
     state = read_state_dict(folder)
     if model_type == "qwen2":
         model = decoder_from_state(DecoderConfig.from_dict(raw), state, str(folder))
+    elif model_type == "qwen2_5_vl":
+        from blockplan.model.qwen2_5_vl.model import QwenVLModel
+
+        model = QwenVLModel.from_config_and_state(raw, state, str(folder))
     elif model_type == "blockplan_planner":
         from blockplan.model.planner_model import PlannerModel
 
         model = PlannerModel.from_config_and_state(raw, state, str(folder))
     else:
         raise ModelConfigError(
-            f"{folder / CONFIG_NAME}: model_type={model_type!r}: expected 'qwen2' or "
-            "'blockplan_planner'"
+            f"{folder / CONFIG_NAME}: model_type={model_type!r}: expected one of "
+            f"{list(MODEL_TYPES)}"
         )
     if dtype is not None:
         model = model.to(dtype)

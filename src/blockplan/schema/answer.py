@@ -29,7 +29,7 @@ YES_NO = "yes_no"  # one token: schema.yes_word or schema.no_word
 TEXT = "text"  # explanation_budget tokens of free text, padded with the null token
 LONGITUDINAL = "longitudinal"  # meta_budget tokens: a Longitudinal word, null-padded
 LATERAL = "lateral"  # meta_budget tokens: a Lateral word, null-padded
-SIGN = "sign"  # one token: "+" or "-"
+SIGN = "sign"  # one token: "+" or "-" (" +" or " -" with `schema.bpe_aligned`)
 DIGIT = "digit"  # one token: "0".."9"
 
 SIGNS = ("+", "-")
@@ -76,20 +76,28 @@ def answer_pieces(schema: DrivingSchema) -> tuple[Literal | Slot, ...]:
     for i, key in enumerate(schema.critical_object_keys):
         lead = '{"critical_objects": {"' if i == 0 else ', "'
         raw += [Literal(co, f'{lead}{key}": "'), Slot(co, key, YES_NO), Literal(co, '"')]
-    raw.append(Literal(co, "}"))
-    raw += [Literal(ex, ', "explanation": "'), Slot(ex, "explanation", TEXT), Literal(ex, '"')]
+    # BPE-aligned: the comma between sections ends the earlier one (`"},` is one BPE piece)
+    end, lead = (",", " ") if schema.bpe_aligned else ("", ", ")
+    raw.append(Literal(co, "}" + end))
     raw += [
-        Literal(mb, ', "future_meta_behavior": {"longitudinal": "'),
+        Literal(ex, f'{lead}"explanation": "'),
+        Slot(ex, "explanation", TEXT),
+        Literal(ex, '"' + end),
+    ]
+    raw += [
+        Literal(mb, f'{lead}"future_meta_behavior": {{"longitudinal": "'),
         Slot(mb, "longitudinal", LONGITUDINAL),
         Literal(mb, '", "lateral": "'),
         Slot(mb, "lateral", LATERAL),
-        Literal(mb, '"}'),
+        Literal(mb, '"}' + end),
     ]
-    raw.append(Literal(tr, ', "trajectory": ['))
+    raw.append(Literal(tr, f'{lead}"trajectory": ['))
+    # BPE-aligned numbers carry their leading space in the sign slot: `[ +014.70, -000.04]`
+    between = "," if schema.bpe_aligned else ", "
     for i in range(schema.num_waypoints):
         raw.append(Literal(tr, "[" if i == 0 else ", ["))
         raw += _number_pieces(tr, f"waypoints[{i}].x", schema)
-        raw.append(Literal(tr, ", "))
+        raw.append(Literal(tr, between))
         raw += _number_pieces(tr, f"waypoints[{i}].y", schema)
         raw.append(Literal(tr, "]"))
     raw.append(Literal(tr, "]}"))
@@ -129,7 +137,7 @@ def slot_texts(answer: DrivingAnswer, schema: DrivingSchema) -> tuple[list[str],
                 raise ValueError(f"trajectory.waypoints[{i}].{axis} is NaN")
             number, is_clamped = format_number(value, schema)
             num_clamped += is_clamped
-            texts.append(number[0])  # sign
+            texts.append(schema.sign_texts[number[0] == "-"])  # sign
             texts += [c for c in number[1:] if c != "."]
     return texts, num_clamped
 

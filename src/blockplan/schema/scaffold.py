@@ -63,7 +63,7 @@ class SlotVocab:
     digits: dict[int, str]
     longitudinal: dict[tuple[int, ...], str]
     lateral: dict[tuple[int, ...], str]
-    char_ids: dict[str, int]  # sign / digit character -> its single id
+    char_ids: dict[str, int]  # sign slot text / digit character -> its single id
     word_ids: dict[str, tuple[int, ...]]  # yes/no and meta words -> their ids
 
 
@@ -92,7 +92,8 @@ def _slot_vocab(schema: DrivingSchema, tokenizer: Tokenizer) -> SlotVocab:
         raise SchemaError(f"tokenizer lacks a special token the schema needs: {e}") from e
     yes = _single_id(tokenizer, schema.yes_word, "critical_objects value")
     no = _single_id(tokenizer, schema.no_word, "critical_objects value")
-    char_ids = {c: _single_id(tokenizer, c, "number character") for c in SIGNS + DIGITS}
+    # sign slot text (" +" with spaced numbers) / digit -> its single id
+    char_ids = {c: _single_id(tokenizer, c, "number character") for c in schema.sign_texts + DIGITS}
     word_ids = {schema.yes_word: (yes,), schema.no_word: (no,)}
     meta: dict[str, dict[tuple[int, ...], str]] = {}
     for kind, words in ((LONGITUDINAL, schema.longitudinal_words), (LATERAL, schema.lateral_words)):
@@ -113,7 +114,7 @@ def _slot_vocab(schema: DrivingSchema, tokenizer: Tokenizer) -> SlotVocab:
         null_id=special_ids[schema.null_token],
         special_ids=frozenset(special_ids.values()),
         yes_no={yes: True, no: False},
-        signs={char_ids[c]: c for c in SIGNS},
+        signs={char_ids[t]: c for t, c in zip(schema.sign_texts, SIGNS, strict=True)},
         digits={char_ids[c]: c for c in DIGITS},
         longitudinal=meta[LONGITUDINAL],
         lateral=meta[LATERAL],

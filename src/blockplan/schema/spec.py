@@ -82,6 +82,12 @@ class DrivingSchema:
     vision_start_token: str = "<|vision_start|>"
     image_pad_token: str = "<|image_pad|>"
     vision_end_token: str = "<|vision_end|>"
+    # Fast-dDrive's text, written so that encoding it piece by piece (as the scaffold does)
+    # gives the ids a Qwen2 byte-level BPE gives the whole text: a space before every
+    # trajectory number (`[[ +014.70, -000.04], ...]`), so the sign is always its own piece
+    # (` +` / ` -`, the sign slot's tokens) and never merges with a bracket; and the comma
+    # between two sections ends the earlier section (`"},` is one BPE piece).
+    bpe_aligned: bool = False
 
     def __post_init__(self) -> None:
         for name in ("critical_object_keys", "route_commands"):  # JSON gives lists
@@ -91,6 +97,10 @@ class DrivingSchema:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SchemaError(f"DrivingSchema.{name}={value!r}: must be an integer >= 1")
+        if not isinstance(self.bpe_aligned, bool):
+            raise SchemaError(
+                f"DrivingSchema.bpe_aligned={self.bpe_aligned!r}: must be true or false"
+            )
         for name in ("int_digits", "frac_digits"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 6:
@@ -150,6 +160,12 @@ class DrivingSchema:
         )
 
     @property
+    def sign_texts(self) -> tuple[str, str]:
+        """The texts of the trajectory's sign slot for + and -."""
+        lead = " " if self.bpe_aligned else ""
+        return (lead + "+", lead + "-")
+
+    @property
     def number_width(self) -> int:
         """Characters of one fixed-width number: sign, digits and (if any decimals) a point."""
         return 1 + self.int_digits + self.frac_digits + (1 if self.frac_digits else 0)
@@ -185,6 +201,14 @@ def _items(schema: DrivingSchema):
 def default_schema() -> DrivingSchema:
     """The schema of our reference model."""
     return DrivingSchema()
+
+
+def fastddrive_schema(**overrides: Any) -> DrivingSchema:
+    """The Fast-dDrive answer format of its published checkpoints: a 192-token explanation,
+    the `|<MASK>|` mask token of Fast-dLLM / Fast-dVLM, BPE-aligned text (spaced numbers)."""
+    settings: dict[str, Any] = dict(explanation_budget=192, mask_token="|<MASK>|", bpe_aligned=True)
+    settings.update(overrides)
+    return DrivingSchema(**settings)
 
 
 def format_number(value: float, schema: DrivingSchema) -> tuple[str, bool]:
