@@ -62,6 +62,7 @@ def test_ints_accepted_for_floats():
         ({"decoding": {"max_denoise_steps": 0}}, "decoding.max_denoise_steps"),
         ({"rollouts": {"num_rollouts": 0}}, "rollouts.num_rollouts"),
         ({"rollouts": {"temperature": -1.0}}, "rollouts.temperature"),
+        ({"rollouts": {"max_deviation_m": -1.0}}, "rollouts.max_deviation_m"),
         ({"control": {"rate_hz": 0}}, "control.rate_hz"),
         ({"control": {"max_plan_age_s": -1}}, "control.max_plan_age_s"),
         ({"control": {"timing": "fast"}}, "control.timing"),

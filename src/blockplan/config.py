@@ -94,11 +94,17 @@ class DecodingConfig:
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    """Shared-prefix test-time scaling: N trajectory rollouts sampled at `temperature`."""
+    """Shared-prefix test-time scaling: N trajectory rollouts sampled at `temperature`.
+
+    `max_deviation_m`: before averaging, a rollout is dropped when one of its waypoints lies
+    farther than this from the waypoint-wise median of the N rollouts (one wrong leading digit
+    of a fixed-width number moves a waypoint by 10 m or more); 0 keeps every rollout. At least
+    the median-closest rollout is always kept."""
 
     num_rollouts: int = 4
     temperature: float = 0.5
     seed: int = 0
+    max_deviation_m: float = 5.0
 
     def __post_init__(self) -> None:
         _check(
@@ -112,6 +118,12 @@ class RolloutConfig:
             "rollouts.temperature",
             self.temperature,
             "must be a finite number >= 0",
+        )
+        _check(
+            math.isfinite(self.max_deviation_m) and self.max_deviation_m >= 0,
+            "rollouts.max_deviation_m",
+            self.max_deviation_m,
+            "must be a finite number >= 0 (0 keeps every rollout)",
         )
 
 

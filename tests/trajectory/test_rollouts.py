@@ -15,6 +15,7 @@ from blockplan.trajectory import (
     KinematicState,
     average_rollouts,
     average_waypoint_rollouts,
+    consensus_rollouts,
     upsample,
 )
 
@@ -89,3 +90,34 @@ def test_average_waypoint_rollouts_upsamples_each_then_averages():
     np.testing.assert_allclose(result.spread, expected.spread)
     with pytest.raises(ValueError, match=r"\(N, 5, 2\)"):
         average_waypoint_rollouts(rollouts[0])
+
+
+# ---- consensus filter ---------------------------------------------------------------------
+
+
+def _straight(speed: float) -> np.ndarray:
+    """(5, 2) waypoints at t = 1..5 s of a straight drive at `speed`."""
+    t = np.arange(1, 6, dtype=np.float64)
+    return np.stack([speed * t, np.zeros(5)], axis=-1)
+
+
+def test_consensus_drops_a_wrong_leading_digit():
+    rollouts = np.stack([_straight(20.0), _straight(20.4), _straight(19.8), _straight(20.1)])
+    rollouts[2, 0, 0] += 100.0  # "+120.00" where "+020.00" was meant
+    kept = consensus_rollouts(rollouts, 5.0)
+    assert kept.tolist() == [0, 1, 3]
+
+
+def test_consensus_keeps_all_when_disabled_or_too_few_to_judge():
+    rollouts = np.stack([_straight(20.0), _straight(40.0), _straight(20.0)])
+    assert consensus_rollouts(rollouts, 0.0).tolist() == [0, 1, 2]
+    assert consensus_rollouts(rollouts[:2], 5.0).tolist() == [0, 1]
+
+
+def test_consensus_never_empty():
+    rollouts = np.stack([_straight(10.0), _straight(20.0), _straight(30.0)])
+    # every rollout is >= 10 m from the median at 1 s or later, except the median itself
+    assert consensus_rollouts(rollouts, 1.0).tolist() == [1]
+    spread = np.stack([_straight(10.0), _straight(20.0), _straight(30.0), _straight(40.0)])
+    kept = consensus_rollouts(spread, 1.0)
+    assert kept.size == 1 and kept[0] in (1, 2)

@@ -59,7 +59,10 @@ class PlannerRuntime:
         it on a `VirtualWorker` (replay on a virtual clock, DESIGN.md §5)."""
         self.config = config
         postprocess = functools.partial(
-            plan_trajectory, output=config.trajectory, gates=config.gates
+            plan_trajectory,
+            output=config.trajectory,
+            gates=config.gates,
+            max_deviation_m=config.rollouts.max_deviation_m,
         )
         self.worker: InferenceWorker
         if timing is None:

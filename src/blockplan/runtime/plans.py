@@ -9,7 +9,13 @@ import numpy as np
 
 from blockplan.config import GateConfig, TrajectoryOutputConfig
 from blockplan.runtime.planner import plan_rollouts
-from blockplan.trajectory import Pose2D, average_rollouts, check_gates, upsample
+from blockplan.trajectory import (
+    Pose2D,
+    average_rollouts,
+    check_gates,
+    consensus_rollouts,
+    upsample,
+)
 from blockplan.types import Plan, Trajectory
 
 
@@ -44,10 +50,14 @@ class ProcessedPlan:
     spread: np.ndarray  # (P,)
 
 
-def plan_trajectory(plan: Plan, output: TrajectoryOutputConfig, gates: GateConfig) -> ProcessedPlan:
+def plan_trajectory(
+    plan: Plan, output: TrajectoryOutputConfig, gates: GateConfig, max_deviation_m: float = 0.0
+) -> ProcessedPlan:
     """The trajectory, rollouts (N, P, 2) and spread (P,) of `plan`: each rollout JMT-upsampled by
-    the evaluation protocol and averaged (unless the planner already gave a trajectory), then
-    gated. Raises InvalidPlanError naming the problem."""
+    the evaluation protocol, the rollouts that agree with the consensus (`consensus_rollouts`,
+    `max_deviation_m`) averaged (unless the planner already gave a trajectory), then gated.
+    `rollouts` holds all N; `spread` is over the averaged ones. Raises InvalidPlanError naming
+    the problem."""
     waypoints = plan_rollouts(plan)  # (N, 5, 2)
     try:
         upsampled = [
@@ -56,10 +66,11 @@ def plan_trajectory(plan: Plan, output: TrajectoryOutputConfig, gates: GateConfi
         ]
     except ValueError as e:
         raise InvalidPlanError(f"plan at {plan.stamp_ns} ns: {e}") from e
-    average = average_rollouts(upsampled)
+    kept = consensus_rollouts(waypoints, max_deviation_m)
+    average = average_rollouts([upsampled[i] for i in kept])
     trajectory = plan.trajectory if plan.trajectory is not None else average.mean
     report = check_gates(trajectory, gates)
     if not report.ok:
         raise InvalidPlanError(f"plan at {plan.stamp_ns} ns fails the gates: {report.summary()}")
-    rollouts = np.stack([t.xy for t in average.rollouts])  # (N, P, 2)
+    rollouts = np.stack([t.xy for t in upsampled])  # (N, P, 2)
     return ProcessedPlan(trajectory, rollouts, average.spread)

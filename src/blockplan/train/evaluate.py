@@ -6,7 +6,9 @@ against the true 4 Hz future), L2 at 1/2/3 s in the UniAD convention (`l2_1s` â€
 and the ST-P3 convention (`l2_stp3_1s` â€¦, mean error up to t), the collision rate (ego box
 along the plan vs the other agents' true future boxes, from a deterministic re-simulation of
 each test episode), and for the model the meta-behaviour accuracy (both fields right) and
-the critical-object micro-F1. Rollouts are averaged after JMT upsampling (`average_rollouts`).
+the critical-object micro-F1. Rollouts are JMT-upsampled, filtered by consensus
+(`consensus_rollouts`, `rollouts.max_deviation_m`) and averaged (`average_rollouts`); the
+extra row `rollouts_n4_plain_mean` averages all N of the same plans.
 """
 
 from __future__ import annotations
@@ -30,11 +32,13 @@ from blockplan.train.baselines import EgoMLP, constant_velocity
 from blockplan.train.collision import ReplayMismatch, check_replay, plan_collides, replay_episode
 from blockplan.train.examples import load_shards, read_manifest
 from blockplan.train.recipe import Recipe
-from blockplan.trajectory import average_rollouts, metrics, upsample
+from blockplan.trajectory import average_rollouts, consensus_rollouts, metrics, upsample
 from blockplan.types import CRITICAL_OBJECT_KEYS, DrivingAnswer
 
 log = logging.getLogger(__name__)
 METHODS = ("model", "rollouts_n4", "constant_velocity", "ego_mlp")
+# Extra rows: N=4 rollouts averaged without the consensus filter (same plans, no decoding).
+EXTRA = ("rollouts_n4_plain_mean",)
 
 
 def recipe_of_folder(folder: str | Path) -> Recipe:
@@ -148,7 +152,7 @@ def evaluate(
         "constant_velocity": constant_velocity(test),
         "ego_mlp": mlp.predict(test),
     }
-    tallies = {m: Tally() for m in METHODS}
+    tallies = {m: Tally() for m in METHODS + EXTRA}
     expert = Tally()
     shards: dict[str, dict] = {}
     worlds: dict[str, Any] = {}
@@ -178,12 +182,16 @@ def evaluate(
             if plan is None:  # counted; scored as the constant-velocity fallback
                 traj = upsample(baselines["constant_velocity"][k])
             else:
-                traj = average_rollouts([upsample(r) for r in plan.rollouts]).mean
+                kept = consensus_rollouts(plan.rollouts, planner.config.rollouts.max_deviation_m)
+                traj = average_rollouts([upsample(plan.rollouts[i]) for i in kept]).mean
+                if method == "rollouts_n4":  # the plain mean of all N too, for comparison
+                    plain = average_rollouts([upsample(r) for r in plan.rollouts]).mean
+                    tallies["rollouts_n4_plain_mean"].add_trajectory(plain, gt_xy, t0, world)
                 tally.add_answer(plan.answer, truth)
             tally.add_trajectory(traj, gt_xy, t0, world)
         for method, waypoints in baselines.items():
             tallies[method].add_trajectory(upsample(waypoints[k]), gt_xy, t0, world)
-    results = {m: tallies[m].result(with_answers=m in planners) for m in METHODS}
+    results = {m: tallies[m].result(with_answers=m in planners) for m in METHODS + EXTRA}
     log.info("expert (ground-truth waypoints, JMT) on the same samples: %s", expert.result(False))
     return results
 

@@ -21,6 +21,7 @@ from blockplan.trajectory.rollouts import (
     RolloutAverage,
     average_rollouts,
     average_waypoint_rollouts,
+    consensus_rollouts,
 )
 from blockplan.trajectory.stitch import stitch
 from blockplan.trajectory.stop import stop_trajectory
@@ -37,6 +38,7 @@ __all__ = [
     "RolloutAverage",
     "StateCurve",
     "average_rollouts",
+    "consensus_rollouts",
     "average_waypoint_rollouts",
     "check_gates",
     "constant_velocity_waypoints",

@@ -41,6 +41,21 @@ def _circular_mean(angles: np.ndarray) -> float:
     return float(np.arctan2(np.mean(np.sin(angles)), np.mean(np.cos(angles))))
 
 
+def consensus_rollouts(waypoints: np.ndarray, max_deviation_m: float) -> np.ndarray:
+    """Indices of the rollouts to average: those whose every waypoint lies within
+    `max_deviation_m` of the waypoint-wise median of the N rollouts (N, 5, 2). Never empty:
+    when no rollout qualifies, the one with the smallest largest deviation is kept; with
+    `max_deviation_m` 0 or N < 3 (no majority to judge by) every rollout is kept."""
+    waypoints = np.asarray(waypoints, dtype=np.float64)
+    n = waypoints.shape[0]
+    if max_deviation_m <= 0 or n < 3:
+        return np.arange(n)
+    median = np.median(waypoints, axis=0)  # (5, 2)
+    deviation = np.linalg.norm(waypoints - median, axis=-1).max(axis=-1)  # (N,)
+    kept = np.flatnonzero(deviation <= max_deviation_m)
+    return kept if kept.size else np.array([int(np.argmin(deviation))])
+
+
 def average_rollouts(trajectories: Sequence[Trajectory]) -> RolloutAverage:
     """The pointwise mean of N >= 1 rollouts with one stamp and identical sample times."""
     rollouts = tuple(trajectories)
