@@ -74,3 +74,22 @@ def test_loss_only_reads_masked_positions_for_diffusion(recipe):
     out = module(prompt, answer, images, noisy, torch.from_numpy(none))
     assert float(out["diffusion"]) == 0.0  # no targets, no diffusion loss
     assert float(out["loss"].detach()) == 0.5 * float(out["ar"])
+
+
+def test_training_prompt_mask_is_the_planners_for_each_visual_layout():
+    """Training must prefill the prompt with the mask the planner uses for the model's
+    `visual_attention` (a frame-only model trained with header attention decodes garbage)."""
+    from blockplan.model.masks import prompt_mask
+    from blockplan.train.recipe import Recipe
+
+    from .conftest import CAMERAS, NUM_FRAMES
+
+    for arch, layout in (("test", "frame_and_header"), ("test-stream", "frame_only")):
+        recipe = Recipe.build(arch, CAMERAS, NUM_FRAMES)
+        assert recipe.model_config.visual_attention == layout
+        module = SASDModule(PlannerModel(recipe.model_config), recipe)
+        P = len(recipe.template)
+        expected = prompt_mask(recipe.template, layout)
+        assert torch.equal(module.mask[:P, :P], expected)
+        other = "frame_only" if layout == "frame_and_header" else "frame_and_header"
+        assert not torch.equal(module.mask[:P, :P], prompt_mask(recipe.template, other))

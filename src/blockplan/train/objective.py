@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from blockplan.model.masks import frame_local_mask
+from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel
 from blockplan.schema import SECTION_NAMES
 from blockplan.train.noising import (
@@ -56,7 +56,9 @@ class SASDModule(nn.Module):
         self.mask_id = scaffold.mask_id
         P, A = len(self.template), len(scaffold)
         self.prompt_len, self.answer_len = P, A
-        mask = two_stream_mask(frame_local_mask(self.template), scaffold.blocks, NUM_NOISY)
+        # The planner prefills with the same mask (model/masks.py prompt_mask).
+        prompt = prompt_mask(self.template, model.config.visual_attention)  # (P, P)
+        mask = two_stream_mask(prompt, scaffold.blocks, NUM_NOISY)
         self.register_buffer("mask", mask, persistent=False)  # (S, S)
         self.register_buffer(
             "positions", two_stream_positions(P, A, NUM_NOISY), persistent=False
