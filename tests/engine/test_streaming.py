@@ -6,9 +6,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-import torch
 
-from blockplan.config import CameraConfig, FrameWindowConfig, ModelConfig, PlannerConfig
+from blockplan.config import ModelConfig, PlannerConfig
 from blockplan.engine.planner import Planner
 from blockplan.engine.stream_sequence import stream_observation
 from blockplan.engine.streaming_bench import (
@@ -17,20 +16,7 @@ from blockplan.engine.streaming_bench import (
     twin_planners,
     with_streaming,
 )
-
-SMALL = PlannerConfig(
-    cameras=(CameraConfig("front", "/cam/front"), CameraConfig("rear", "/cam/rear")),
-    frame_window=FrameWindowConfig(num_frames=3),
-)
-FULL_SIZE = PlannerConfig(frame_window=FrameWindowConfig(num_frames=4))  # K = 4, T = 4
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from tests.engine.streaming_setup import FULL_SIZE, SMALL, _one_thread  # noqa: F401
 
 
 def _twins(preset: str, config: PlannerConfig) -> tuple[Planner, Planner]:

@@ -7,27 +7,13 @@ import dataclasses
 
 import numpy as np
 import pytest
-import torch
 
-from blockplan.config import CameraConfig, FrameWindowConfig, ModelConfig, PlannerConfig
+from blockplan.config import ModelConfig, PlannerConfig
 from blockplan.engine.frame_cache import frame_key, retain
 from blockplan.engine.planner import Planner
 from blockplan.engine.stream_sequence import window_observation
 from blockplan.engine.streaming_bench import prefill_logits, twin_planners
-
-SMALL = PlannerConfig(
-    cameras=(CameraConfig("front", "/cam/front"), CameraConfig("rear", "/cam/rear")),
-    frame_window=FrameWindowConfig(num_frames=3),
-)
-FULL_SIZE = PlannerConfig(frame_window=FrameWindowConfig(num_frames=4))  # K = 4, T = 4
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from tests.engine.streaming_setup import FULL_SIZE, SMALL, _one_thread  # noqa: F401
 
 
 def random_windows(config: PlannerConfig, ticks: int, seed: int) -> list[list[list[int]]]:
