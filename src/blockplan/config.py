@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -60,12 +61,25 @@ class ModelConfig:
     backend: str = "torch"
     dtype: str = "float32"
     num_threads: int = 1
+    device: str = "cpu"  # torch backend: cpu, cuda or cuda:N (model, K/V cache, images)
 
     def __post_init__(self) -> None:
         _check(bool(self.dir), "model.dir", self.dir, "must not be empty")
         _one_of("model.backend", self.backend, BACKENDS)
         _one_of("model.dtype", self.dtype, DTYPES)
         _check(self.num_threads >= 1, "model.num_threads", self.num_threads, "must be >= 1")
+        _check(
+            re.fullmatch(r"cpu|cuda(:\d+)?", self.device) is not None,
+            "model.device",
+            self.device,
+            "must be cpu, cuda or cuda:N",
+        )
+        _check(
+            self.device == "cpu" or self.backend == "torch",
+            "model.device",
+            self.device,
+            f"applies to the torch backend only ({self.backend} places itself)",
+        )
 
 
 @dataclass(frozen=True)

@@ -49,21 +49,29 @@ class Backend(Protocol):
 
 
 class TorchBackend:
-    """The model itself, in eager PyTorch (the reference every other backend matches)."""
+    """The model itself, in eager PyTorch (the reference every other backend matches), on
+    the device its weights are on (`model.device`): the engine's ids, positions and masks
+    are small CPU tensors and move there per call; the K/V cache and logits live there."""
 
     name = "torch"
 
     def __init__(self, model: PlannerModel) -> None:
         self.model = model
+        self.device = next(model.parameters()).device
 
     def __call__(self, input_ids: torch.Tensor | None = None, **kwargs) -> torch.Tensor:
-        return self.model(input_ids, **kwargs)
+        if input_ids is not None:
+            input_ids = input_ids.to(self.device)
+        moved = {
+            k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()
+        }
+        return self.model(input_ids, **moved)
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.model.embed(input_ids)
+        return self.model.embed(input_ids.to(self.device))
 
     def encode_images(self, images: torch.Tensor) -> torch.Tensor:
-        return self.model.visual(images)
+        return self.model.visual(images.to(self.device))
 
     @property
     def decoder_config(self) -> DecoderConfig:

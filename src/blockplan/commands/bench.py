@@ -48,6 +48,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--dtype", help="override model.dtype (float32, float64, ...)")
     parser.add_argument(
+        "--device",
+        help="override model.device (cpu, cuda, cuda:N): where the torch backend runs the "
+        "model, its K/V cache and the images",
+    )
+    parser.add_argument(
+        "--layers",
+        type=int,
+        metavar="N",
+        help="with --random-init: the preset's widths, vocabulary and token counts but only N "
+        "decoder layers (and ViT blocks): a short smoke run of a big shape on a CPU",
+    )
+    parser.add_argument(
         "--backend",
         help=f"override model.backend ({'|'.join(BACKENDS)}; onnxruntime exports the model "
         "in-process first); a comma-separated list compares backends in one interleaved run",
@@ -63,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from blockplan.engine.bench import run_bench
-    from blockplan.engine.planner import Planner
+    from blockplan.engine.planner import Planner, PlannerSetupError
 
     strategies = [s for s in args.strategies.split(",") if s]
     unknown = [s for s in strategies if s not in STRATEGIES]
@@ -77,11 +89,18 @@ def run(args: argparse.Namespace) -> int:
     if args.rollouts < 1 or args.iters < 1 or args.warmup < 0:
         print("error: --rollouts and --iters must be >= 1, --warmup >= 0", file=sys.stderr)
         return 2
+    if args.layers is not None and (args.layers < 1 or not args.random_init):
+        print("error: --layers needs --random-init and must be >= 1", file=sys.stderr)
+        return 2
     try:
         config = load_config(args.params) if args.params else _shipped_or_default()
         if args.dtype:
             config = dataclasses.replace(
                 config, model=dataclasses.replace(config.model, dtype=args.dtype)
+            )
+        if args.device:
+            config = dataclasses.replace(
+                config, model=dataclasses.replace(config.model, device=args.device)
             )
         if args.threads:
             config = dataclasses.replace(
@@ -103,12 +122,20 @@ def run(args: argparse.Namespace) -> int:
         from blockplan.engine.qwen_planner import fastddrive_config
 
         config = fastddrive_config(config)  # Fast-dDrive's 3 cameras, 1 frame each
-    if args.model:
-        planner = Planner.from_folder(Path(args.model), config)
-        source = str(args.model)
-    else:
-        planner = Planner.random_init(args.random_init, config, seed=args.seed)
-        source = f"random-init {args.random_init}"
+    try:
+        if args.model:
+            planner = Planner.from_folder(Path(args.model), config)
+            source = str(args.model)
+        else:
+            planner = Planner.random_init(
+                args.random_init, config, seed=args.seed, num_layers=args.layers
+            )
+            source = f"random-init {args.random_init}"
+            if args.layers is not None:
+                source += f" ({args.layers} layers: a smoke run, not the preset's latency)"
+    except PlannerSetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     if len(backends) > 1:
         return _compare_backends(planner, backends, strategies, args, source)
     with_hf = not args.no_hf and importlib.util.find_spec("transformers") is not None

@@ -71,7 +71,7 @@ def hf_generate_runner(planner: Planner) -> Runner:
 
     dc = planner.model.config.decoder
     hf_config = transformers.Qwen2Config(**{**dc.to_dict(), "use_cache": True})
-    hf = transformers.Qwen2ForCausalLM(hf_config).to(planner.dtype).eval()
+    hf = transformers.Qwen2ForCausalLM(hf_config).to(planner.device, planner.dtype).eval()
     hf.load_state_dict(planner.model.decoder.state_dict())
     A = len(planner.scaffold)
 
@@ -80,11 +80,11 @@ def hf_generate_runner(planner: Planner) -> Runner:
         t0 = time.perf_counter()
         visual = planner.model.visual(planner.images(obs))
         layout = planner.render(obs)
-        ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long)
+        ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long, device=planner.device)
         embeds = planner.model.embed_prompt(ids, layout.image_spans, visual)
         out = hf.generate(
             inputs_embeds=embeds,
-            attention_mask=torch.ones(1, embeds.shape[1], dtype=torch.long),
+            attention_mask=torch.ones(1, embeds.shape[1], dtype=torch.long, device=embeds.device),
             max_new_tokens=A,
             min_new_tokens=A,
             do_sample=False,
@@ -92,7 +92,7 @@ def hf_generate_runner(planner: Planner) -> Runner:
             eos_token_id=None,
             pad_token_id=0,
         )
-        tokens = out[0, -A:].numpy()
+        tokens = out[0, -A:].cpu().numpy()
         try:
             planner.parse(tokens)
             parsed = tokens[None]
@@ -186,6 +186,13 @@ def run_bench(
     return report
 
 
+def device_name(device: torch.device) -> str:
+    """`cpu`, or the GPU's name (`cuda:0 NVIDIA H200`): what a latency was measured on."""
+    if device.type != "cuda":
+        return str(device)
+    return f"{device} {torch.cuda.get_device_name(device)}"
+
+
 def model_summary(planner: Planner, iters: int, warmup: int) -> dict[str, Any]:
     mc = planner.model.config
     return {
@@ -203,6 +210,7 @@ def model_summary(planner: Planner, iters: int, warmup: int) -> dict[str, Any]:
         "answer_tokens": len(planner.scaffold),
         "editable_tokens": int(planner.scaffold.is_editable.sum()),
         "dtype": planner.config.model.dtype,
+        "device": device_name(planner.device),
         "threads": torch.get_num_threads(),
         "iters": iters,
         "warmup": warmup,

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from blockplan.engine.constraints import AnswerConstraints
+from blockplan.engine.device import synchronize
 from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.picking import Picker
 from blockplan.model.config import DecoderConfig
@@ -217,6 +218,7 @@ def decode_span(
             ctx.cache.commit(n)
             state.base = w + n
             state.next_logits = logits[:, n - 1 - (e - w - logits.shape[1])]
+        synchronize(state.next_logits.device)  # a GPU's queued kernels belong to this window
         section = section_of(ctx.scaffold, w)
         ms = (time.perf_counter() - t0) * 1e3
         ctx.stats.section_ms[section] = ctx.stats.section_ms.get(section, 0.0) + ms

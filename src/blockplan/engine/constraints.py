@@ -46,9 +46,18 @@ class AnswerConstraints:
     def __init__(self, static: np.ndarray, grammars: tuple[SlotGrammar, ...]) -> None:
         self.static = static
         self.static_tensor = torch.as_tensor(static)
+        self._static_on: dict[torch.device, torch.Tensor] = {}
         self.grammar_at: dict[int, SlotGrammar] = {
             p: g for g in grammars for p in range(g.start, g.end)
         }
+
+    def static_on(self, device: torch.device) -> torch.Tensor:
+        """`static_tensor` on `device` (copied there once)."""
+        if device.type == "cpu":
+            return self.static_tensor
+        if device not in self._static_on:
+            self._static_on[device] = self.static_tensor.to(device)
+        return self._static_on[device]
 
     def is_eligible(self, position: int, known: np.ndarray) -> bool:
         """May `position` be decided now, given which positions (A,) are known?"""

@@ -16,6 +16,7 @@ import torch
 from blockplan.config import STRATEGIES, PlannerConfig
 from blockplan.engine.block_loop import AnswerState, DecodeContext, TokenModel
 from blockplan.engine.constraints import AnswerConstraints
+from blockplan.engine.device import synchronize
 from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.picking import SamplingPicker, rollout_streams
 from blockplan.engine.strategies import (
@@ -95,7 +96,9 @@ def decode(
     """
     P, A = embeds.shape[1], len(scaffold)
     if cache is None:
-        cache = KVCache.for_model(model.decoder_config, P + A, options.num_rollouts, embeds.dtype)
+        cache = KVCache.for_model(
+            model.decoder_config, P + A, options.num_rollouts, embeds.dtype, embeds.device
+        )
     cache.reset()
     ctx = DecodeContext(
         model, cache, scaffold, P, (scaffold.mask_id,), constraints, positions=positions
@@ -108,6 +111,7 @@ def decode(
         timings = {"full_diffusion": (time.perf_counter() - t0) * 1e3}
     else:
         state = (prefill_with or prefill)(ctx, embeds, prompt_mask)
+        synchronize(embeds.device)
         timings = {"prefill": (time.perf_counter() - t0) * 1e3}
         if options.strategy == "ar":
             decode_ar(ctx, state)

@@ -79,10 +79,11 @@ class VisionFeatureCache:
         """Visual tokens (K*T, G, W) of the view-major `frames` (checked by the caller)."""
         keys = [frame_key(f) for f in frames]
         missing = {k: f for k, f in zip(keys, frames, strict=True) if k not in self._features}
+        device = next(self.tower.parameters()).device
         if missing:
             images = torch.cat(
                 [self.tower.preprocess(torch.tensor(f.image)[None]) for f in missing.values()]
-            ).to(dtype)  # (N, 3, H, W)
+            ).to(device, dtype)  # (N, 3, H, W)
             features = self.tower.project(images)  # (N, G, W)
             for key, feature in zip(missing, features, strict=True):
                 self._features[key] = feature
@@ -90,5 +91,5 @@ class VisionFeatureCache:
         self._features = retain(self._features, keys, self.span_ns, self.capacity)
         tokens = torch.stack([self._features[k] for k in keys])  # (K*T, G, W)
         T = self.num_frames
-        index = torch.arange(len(keys))
+        index = torch.arange(len(keys), device=device)
         return self.tower.add_identity(tokens, index // T, index % T)  # (K*T, G, W)

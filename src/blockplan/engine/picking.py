@@ -27,20 +27,34 @@ class Picker(Protocol):
 
 
 class GreedyPicker:
-    """argmax, no randomness (the AR-greedy reference)."""
+    """argmax, no randomness (the AR-greedy reference).
+
+    The logits stay where the model wrote them (a GPU's): only the argmax of every slot
+    (B, W) comes to the CPU, and the one row (V,) a constrained or sampled choice needs —
+    not the whole (B, W, V) block, which is ~20 MB per row at a 150 k vocabulary.
+    """
 
     def __init__(self) -> None:
-        self._logits = np.zeros((0, 0, 0))
+        self._logits = torch.zeros(0, 0, 0)
         self._argmax = np.zeros((0, 0), dtype=np.int64)
+        self._rows: dict[tuple[int, int], np.ndarray] = {}
 
     def prepare(self, logits: torch.Tensor) -> None:
-        self._logits = logits.double().cpu().numpy()  # (B, W, V)
-        self._argmax = self._logits.argmax(axis=-1)  # (B, W)
+        self._logits = logits  # (B, W, V)
+        self._argmax = logits.argmax(dim=-1).cpu().numpy()  # (B, W), first maximum
+        self._rows = {}
+
+    def row(self, row: int, index: int) -> np.ndarray:
+        """The logits (V,) of one slot as float64 (exact for every model dtype)."""
+        key = (row, index)
+        if key not in self._rows:
+            self._rows[key] = self._logits[row, index].cpu().double().numpy()
+        return self._rows[key]
 
     def choose(self, row: int, index: int, allowed: np.ndarray | None = None) -> int:
         if allowed is None:
             return int(self._argmax[row, index])
-        return int(np.where(allowed, self._logits[row, index], -np.inf).argmax())
+        return int(np.where(allowed, self.row(row, index), -np.inf).argmax())
 
 
 class SamplingPicker:
@@ -63,7 +77,7 @@ class SamplingPicker:
     def choose(self, row: int, index: int, allowed: np.ndarray | None = None) -> int:
         if self.temperature == 0:
             return self._greedy.choose(row, index, allowed)
-        scaled = self._greedy._logits[row, index] / self.temperature  # (V,)
+        scaled = self._greedy.row(row, index) / self.temperature  # (V,)
         if allowed is not None:
             scaled = np.where(allowed, scaled, -np.inf)
         cdf = np.cumsum(np.exp(scaled - scaled.max()))

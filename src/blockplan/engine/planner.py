@@ -20,6 +20,7 @@ import torch
 from blockplan.config import PlannerConfig
 from blockplan.engine.constraints import build_constraints
 from blockplan.engine.decode import DecodeOptions, DecodeResult, decode
+from blockplan.engine.device import DeviceError, resolve_device, synchronize
 from blockplan.engine.frame_cache import VisionFeatureCache
 from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.streaming import StreamingPrefill, StreamingStats
@@ -98,7 +99,8 @@ class Planner:
             )
         self.config = config
         self.dtype = DTYPES[config.model.dtype]
-        self.model = model.to(self.dtype).eval()
+        self.device = device_of(config)
+        self.model = model.to(device=self.device, dtype=self.dtype).eval()
         self.tokenizer = tokenizer
         self.schema = schema or _schema_from(mc.schema)
         self.scaffold = compile_scaffold(self.schema, tokenizer, mc.block_size)
@@ -113,7 +115,7 @@ class Planner:
         self.prompt_mask = prompt_mask(template, mc.visual_attention)
         max_batch = config.rollouts.num_rollouts
         max_len = self.prompt_len + len(self.scaffold)
-        self.cache = KVCache.for_model(mc.decoder, max_len, max_batch, self.dtype)
+        self.cache = KVCache.for_model(mc.decoder, max_len, max_batch, self.dtype, self.device)
         from blockplan.backends import create_backend  # the backends import the engine
 
         if not isinstance(model, PlannerModel) and config.model.backend != "torch":
@@ -185,11 +187,17 @@ class Planner:
 
     @classmethod
     def random_init(
-        cls, preset: str = "tiny", config: PlannerConfig | None = None, seed: int = 0
+        cls,
+        preset: str = "tiny",
+        config: PlannerConfig | None = None,
+        seed: int = 0,
+        num_layers: int | None = None,
     ) -> Planner:
         """A planner with random weights of a preset size and the default tokenizer; a
         Qwen2.5-VL preset (`qwen2.5-vl-3b`, `qwen2.5-vl-test`) gets the Qwen-like test
-        tokenizer, the Fast-dDrive schema and (without `config`) Fast-dDrive's cameras."""
+        tokenizer, the Fast-dDrive schema and (without `config`) Fast-dDrive's cameras.
+        `num_layers`: the preset's widths with only that many decoder layers (and, for
+        Qwen2.5-VL, ViT blocks) — `bench --layers`, a short smoke run of a big shape."""
         from blockplan.model.qwen2_5_vl.presets import QWEN_PRESETS
 
         if preset in QWEN_PRESETS:
@@ -197,7 +205,10 @@ class Planner:
 
             config = config or fastddrive_config()
             dtype = DTYPES[config.model.dtype]
-            model, tokenizer, schema = qwen_random_parts(preset, config, dtype, seed)
+            device = device_of(config)  # drawn there: 3.75 B values take ~100 s on a CPU core
+            model, tokenizer, schema = qwen_random_parts(
+                preset, config, dtype, seed, num_layers, device
+            )
             return cls(model, tokenizer, config, schema)
         config = config or PlannerConfig()
         tokenizer = default_tokenizer()
@@ -209,6 +220,9 @@ class Planner:
             config.frame_window.num_frames,
             schema=schema,
         )
+        if num_layers is not None:
+            decoder = dataclasses.replace(model_config.decoder, num_hidden_layers=num_layers)
+            model_config = dataclasses.replace(model_config, decoder=decoder)
         torch.manual_seed(seed)
         return cls(PlannerModel(model_config), tokenizer, config, schema)
 
@@ -242,10 +256,12 @@ class Planner:
             visual = self.vision_cache(observation.frames, self.dtype)  # (K*T, G, W)
         else:
             visual = self.runner.encode_images(self.images(observation))  # (K*T, G, W)
+        synchronize(self.device)
         t1 = time.perf_counter()
         layout = self.render(observation)
-        ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long)
+        ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long, device=self.device)
         embeds = self.model.embed_prompt(ids, layout.image_spans, visual)  # (1, P, W)
+        synchronize(self.device)
         timings["encode"] = (t1 - t0) * 1e3
         timings["prompt"] = (time.perf_counter() - t1) * 1e3
         return embeds, layout
@@ -325,7 +341,7 @@ class Planner:
         for frame in observation.frames:
             image = torch.tensor(frame.image)[None]  # (1, H, W, 3), a copy: frames may be read-only
             out.append(self.model.visual.preprocess(image))
-        return torch.cat(out).to(self.dtype)  # (K*T, 3, H, W)
+        return torch.cat(out).to(self.device, self.dtype)  # (K*T, 3, H, W)
 
     def check_frames(self, observation: Observation) -> None:
         """Raise unless `observation.frames` are the model's K cameras x T frames in
@@ -344,6 +360,14 @@ class Planner:
                     f"observation.frames[{i}].camera={frame.camera!r}: view-major order "
                     f"expects {expected!r}"
                 )
+
+
+def device_of(config: PlannerConfig) -> torch.device:
+    """`config.model.device`, checked; raises `PlannerSetupError` where it is absent."""
+    try:
+        return resolve_device(config.model.device)
+    except DeviceError as e:
+        raise PlannerSetupError(str(e)) from e
 
 
 def _schema_from(settings: dict) -> DrivingSchema:

@@ -28,7 +28,7 @@ from blockplan.model.qwen2_5_vl.planner_model import (
     QwenPlannerConfig,
     QwenPlannerModel,
 )
-from blockplan.model.qwen2_5_vl.presets import QWEN_PRESETS, random_qwen_model
+from blockplan.model.qwen2_5_vl.presets import QWEN_PRESETS, random_qwen_model, with_depth
 from blockplan.model.weights import read_config
 from blockplan.schema import DrivingSchema, fastddrive_schema, schema_to_dict
 from blockplan.schema.qwen_tokens import build_qwen_like_tokenizer
@@ -86,13 +86,21 @@ def qwen_planner_model(
 
 
 def qwen_random_parts(
-    preset: str, config: PlannerConfig, dtype: torch.dtype, seed: int
+    preset: str,
+    config: PlannerConfig,
+    dtype: torch.dtype,
+    seed: int,
+    num_layers: int | None = None,
+    device: torch.device | str = "cpu",
 ) -> tuple[QwenPlannerModel, JsonTokenizer, DrivingSchema]:
-    """A random-weight Qwen2.5-VL planner model of `preset` (in `dtype` from the start), the
-    Qwen-like test tokenizer and the Fast-dDrive schema."""
+    """A random-weight Qwen2.5-VL planner model of `preset` (in `dtype` on `device` from the
+    start), the Qwen-like test tokenizer and the Fast-dDrive schema; `num_layers`: only that
+    many decoder layers and ViT blocks (`presets.with_depth`)."""
     make_config, image_size = QWEN_PRESETS[preset]
     tokenizer = build_qwen_like_tokenizer()
     net_config = make_config(tokenizer.vocab_size)
+    if num_layers is not None:
+        net_config = with_depth(net_config, num_layers)
     ids = {
         name: tokenizer.token_id(token)
         for name, token in (
@@ -102,6 +110,6 @@ def qwen_random_parts(
             ("vision_end_token_id", "<|vision_end|>"),
         )
     }
-    net = random_qwen_model(dataclasses.replace(net_config, **ids), dtype, seed)
+    net = random_qwen_model(dataclasses.replace(net_config, **ids), dtype, seed, device)
     model, schema = qwen_planner_model(net, config, {"image_size": list(image_size)})
     return model, tokenizer, schema

@@ -79,9 +79,10 @@ def draft_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> to
     logits = ctx.forward(window, w, is_draft=True)[:, :-1]  # (B, W-1, V) predict w+1..e-1
     ctx.stats.num_spec_steps += 1
     if ctx.constraints is not None:
-        allowed = ctx.constraints.static_tensor[w + 1 : e]  # (W-1, V)
+        allowed = ctx.constraints.static_on(logits.device)[w + 1 : e]  # (W-1, V)
         logits = logits.masked_fill(~allowed, float("-inf"))
-    shifted = torch.cat([window[:, :1], logits.argmax(dim=-1)], dim=1)  # (B, W)
+    drafted = logits.argmax(dim=-1).to(window.device)  # (B, W-1): the answer lives on the CPU
+    shifted = torch.cat([window[:, :1], drafted], dim=1)  # (B, W)
     return torch.where(unknown, shifted, window)
 
 
@@ -110,7 +111,7 @@ def commit_confident(
     B, n, _ = logits.shape
     unknown = ~state.is_known[:, start : start + n]  # (B, n)
     eligible = unknown.clone()
-    logits = logits.double()
+    logits = logits.cpu().double()  # beside the answer state (CPU), in float64 like the pickers
     if ctx.constraints is not None:
         logits = logits.clone()
         for b, i in unknown.nonzero().tolist():

@@ -219,7 +219,7 @@ class StreamingPrefill:
         # Text after the header: attends to every slot at an earlier position, and causally
         # among itself (the cache slots are not in prompt order; the mask is by position).
         text = self.text_positions  # (S,)
-        past = cache.positions[0, : cache.length]  # (L,)
+        past = cache.positions[0, : cache.length].cpu()  # (L,)
         text_mask = torch.cat(
             [past[None] <= text[:, None], text[None] <= text[:, None]], dim=1
         )  # (S, L + S)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import torch
@@ -47,14 +48,34 @@ QWEN_PRESETS: dict[str, tuple[Callable[[int], QwenVLConfig], tuple[int, int]]] =
 }
 
 
-def random_qwen_model(config: QwenVLConfig, dtype: torch.dtype, seed: int = 0) -> QwenVLModel:
-    """Random weights allocated once, directly in `dtype` (the 3B shape is 7.5 GB in
-    bfloat16; building in float32 first would need twice that): N(0, 0.02) for matrices and
-    embeddings, ones for norm weights, zeros for biases."""
+def with_depth(config: QwenVLConfig, num_layers: int) -> QwenVLConfig:
+    """`config` at all its widths, vocabulary and token counts but `num_layers` decoder
+    layers and ViT blocks (the last block full attention, the others windowed, as in the
+    real ViT): a short smoke run of a big shape, whose time grows about linearly in depth."""
+    if num_layers < 1:
+        raise ValueError(f"num_layers={num_layers}: must be >= 1")
+    decoder = dataclasses.replace(config.decoder, num_hidden_layers=num_layers)
+    vision = dataclasses.replace(
+        config.vision, depth=num_layers, fullatt_block_indexes=(num_layers - 1,)
+    )
+    return dataclasses.replace(config, decoder=decoder, vision=vision)
+
+
+def random_qwen_model(
+    config: QwenVLConfig,
+    dtype: torch.dtype,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> QwenVLModel:
+    """Random weights allocated once, directly in `dtype` on `device` (the 3B shape is 7.5 GB
+    in bfloat16; building in float32 first would need twice that, and drawing 3.75 B values
+    takes ~100 s on one CPU core, a second on a GPU): N(0, 0.02) for matrices and
+    embeddings, ones for norm weights, zeros for biases. The values depend on the device's
+    random generator: the same seed gives other weights on a GPU than on the CPU."""
     with torch.device("meta"):
         model = QwenVLModel(config)
-    model = model.to(dtype).to_empty(device="cpu")
-    generator = torch.Generator().manual_seed(seed)
+    model = model.to(dtype).to_empty(device=device)
+    generator = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() == 1 and ("norm" in name or "ln_q" in name):
@@ -62,7 +83,7 @@ def random_qwen_model(config: QwenVLConfig, dtype: torch.dtype, seed: int = 0) -
             elif p.dim() == 1:
                 p.zero_()
             else:
-                p.copy_(torch.randn(p.shape, generator=generator) * INIT_STD)
+                p.normal_(0.0, INIT_STD, generator=generator)
     if config.decoder.tie_word_embeddings:  # to_empty breaks the tie; restore it
         model.decoder.lm_head.weight = model.decoder.model.embed_tokens.weight
     return model.eval()
