@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from blockplan.model.planner_model import PlannerModel
-from blockplan.train.evaluate import METHODS, evaluate, trajectory_metrics
+from blockplan.train.evaluate import EXTRA, METHODS, evaluate, trajectory_metrics
 from blockplan.train.trainer import init_weights
 
 
@@ -27,11 +27,20 @@ def test_eval_reports_every_method(recipe, dataset_dir, tmp_path):
     folder = model.save_pretrained(tmp_path / "model", tokenizer_json=recipe.tokenizer.to_str())
     results = evaluate(dataset_dir, folder, "test", max_samples=2, check_collisions=False,
                        progress=False, mlp_steps=20)  # fmt: skip
-    assert set(results) == set(METHODS)
+    assert set(results) == set(METHODS + EXTRA)
     for name, r in results.items():
-        for key in ("ade_3s", "ade_5s", "l2_1s", "l2_2s", "l2_3s", "collision_rate"):
+        for key in (
+            "ade_3s",
+            "ade_5s",
+            "l2_1s",
+            "l2_2s",
+            "l2_3s",
+            "collision_rate",
+            "gate_pass_rate",
+        ):
             assert key in r, (name, key)
         assert r["num_samples"] == 2
     assert results["constant_velocity"]["ade_5s"] < 1e-6  # the synthetic ego is constant speed
+    assert results["constant_velocity"]["gate_pass_rate"] == 1.0  # no acceleration, no jerk
     assert 0.0 <= results["model"]["meta_accuracy"] <= 1.0
     json.dumps(results)  # JSON-ready

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from blockplan.config import PlannerConfig
+from blockplan.config import GateConfig, PlannerConfig
 from blockplan.engine.planner import Planner, _schema_from
 from blockplan.model.planner_model import PlannerModelConfig
 from blockplan.model.weights import read_config
@@ -32,13 +32,22 @@ from blockplan.train.baselines import EgoMLP, constant_velocity
 from blockplan.train.collision import ReplayMismatch, check_replay, plan_collides, replay_episode
 from blockplan.train.examples import load_shards, read_manifest
 from blockplan.train.recipe import Recipe
-from blockplan.trajectory import average_rollouts, consensus_rollouts, metrics, upsample
+from blockplan.trajectory import (
+    average_rollouts,
+    check_gates,
+    consensus_rollouts,
+    metrics,
+    upsample,
+)
 from blockplan.types import CRITICAL_OBJECT_KEYS, DrivingAnswer
 
 log = logging.getLogger(__name__)
 METHODS = ("model", "rollouts_n4", "constant_velocity", "ego_mlp")
-# Extra rows: N=4 rollouts averaged without the consensus filter (same plans, no decoding).
-EXTRA = ("rollouts_n4_plain_mean",)
+# Extra rows: N=4 rollouts averaged without the consensus filter (same plans, no decoding),
+# and the ground-truth waypoints themselves through the same JMT upsampling (the floor of the
+# protocol's ADE, and how often the expert's own plan passes the validity gates).
+EXTRA = ("rollouts_n4_plain_mean", "expert_waypoints")
+GATES = GateConfig()  # the shipped limits: `gate_pass_rate` is what the runtime would publish
 
 
 def recipe_of_folder(folder: str | Path) -> Recipe:
@@ -67,11 +76,13 @@ class Tally:
         self.crit = np.zeros(3)  # true positives, false positives, false negatives
         self.parse_failures = 0
         self.latency_ms: list[float] = []
+        self.gates_passed = 0
 
     def add_trajectory(self, traj, gt_xy, t0: float, world) -> None:
         for k, v in trajectory_metrics(traj.xy, gt_xy).items():
             self.sums[k] += v
         self.count += 1
+        self.gates_passed += check_gates(traj, GATES).ok
         if world is not None:
             self.collision_checked += 1
             self.collisions += plan_collides(traj, t0, world)
@@ -91,6 +102,7 @@ class Tally:
         out["collision_rate"] = (
             self.collisions / self.collision_checked if self.collision_checked else None
         )
+        out["gate_pass_rate"] = self.gates_passed / n
         out["num_samples"] = self.count
         if with_answers:
             tp, fp, fn = self.crit
@@ -153,7 +165,7 @@ def evaluate(
         "ego_mlp": mlp.predict(test),
     }
     tallies = {m: Tally() for m in METHODS + EXTRA}
-    expert = Tally()
+    expert = tallies["expert_waypoints"]
     shards: dict[str, dict] = {}
     worlds: dict[str, Any] = {}
     duration = float(manifest["options"]["duration_s"]) if "options" in manifest else None
@@ -191,9 +203,7 @@ def evaluate(
             tally.add_trajectory(traj, gt_xy, t0, world)
         for method, waypoints in baselines.items():
             tallies[method].add_trajectory(upsample(waypoints[k]), gt_xy, t0, world)
-    results = {m: tallies[m].result(with_answers=m in planners) for m in METHODS + EXTRA}
-    log.info("expert (ground-truth waypoints, JMT) on the same samples: %s", expert.result(False))
-    return results
+    return {m: tallies[m].result(with_answers=m in planners) for m in METHODS + EXTRA}
 
 
 def _world(cache: dict, entry: dict, duration: float | None, t0: float, gt_xy: np.ndarray):
