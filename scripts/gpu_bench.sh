@@ -5,7 +5,8 @@
 #   3. Fast-dDrive's backbone shape (qwen2.5-vl-3b, random weights, bfloat16) on the GPU:
 #      ar, scaffold_spec and rollouts, beside the paper's H100 numbers.
 # Everything lands in OUT_DIR (default ./gpu_bench); OUT_DIR/BENCHMARKS_gpu_torch.md is the
-# section to paste into docs/BENCHMARKS.md. About 3-5 minutes on one H100/H200.
+# section to paste into docs/BENCHMARKS.md. Estimated (not yet measured) a few minutes on one
+# H100/H200; the dry run below took 5.5 min on a shared 2-core CPU.
 # Usage: scripts/gpu_bench.sh [OUT_DIR] [PYTHON]
 # Dry run of the script itself on a CPU: DEVICE=cpu PRESET=qwen2.5-vl-test scripts/gpu_bench.sh
 set -euo pipefail
