@@ -60,18 +60,21 @@ def prefill_logits(
     stage_ms: dict[str, float] = {}
     embeds, _ = planner.embed(observation, stage_ms)  # (1, P, W)
     P, A = embeds.shape[1], len(planner.scaffold)
-    cache = KVCache.for_model(planner.model.config.decoder, P + A, 1, planner.dtype)
-    ctx = DecodeContext(planner.model, cache, planner.scaffold, P)
+    cache = KVCache.for_model(planner.model.config.decoder, P + A, 1, planner.dtype, embeds.device)
+    # The torch backend: the model on its device (a GPU's too). Other backends: the eager model
+    # (on the CPU), since their static-shape graphs have no window of the answer's length.
+    model = planner.runner if planner.runner.name == "torch" else planner.model
+    ctx = DecodeContext(model, cache, planner.scaffold, P)
     run = planner.streamer.bind(observation.frames) if planner.streamer else full_prefill
     t1 = time.perf_counter()
     state = run(ctx, embeds, planner.prompt_mask)
     prefill_ms = stage_ms["prompt"] + (time.perf_counter() - t1) * 1e3  # embeddings + K/V
     times = {"encode": stage_ms["encode"], "prefill": prefill_ms}
     answer = torch.tensor(np.asarray(planner.scaffold.token_ids), dtype=torch.long)[None]
-    logits = planner.model(
+    logits = model(
         answer, positions=torch.arange(P, P + A), mask=causal_mask(A, P), cache=cache
     )  # (1, A, V)
-    return torch.cat([state.next_logits, logits[0]]).float(), times
+    return torch.cat([state.next_logits, logits[0]]).float().cpu(), times
 
 
 def ade(a: np.ndarray, b: np.ndarray) -> float:
