@@ -20,23 +20,26 @@ import torch
 from blockplan.config import PlannerConfig
 from blockplan.engine.constraints import build_constraints
 from blockplan.engine.decode import DecodeOptions, DecodeResult, decode
-from blockplan.engine.device import DeviceError, resolve_device, synchronize
+from blockplan.engine.device import synchronize
 from blockplan.engine.frame_cache import VisionFeatureCache
 from blockplan.engine.kv_cache import KVCache
+from blockplan.engine.planner_parts import (
+    DTYPES,
+    PlannerSetupError,
+    device_of,
+    folder_parts,
+    random_parts,
+    schema_from,
+)
 from blockplan.engine.streaming import StreamingPrefill, StreamingStats
 from blockplan.engine.synthetic import synthetic_observation
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel
-from blockplan.model.presets import preset_config
-from blockplan.model.weights import load_pretrained
 from blockplan.schema import (
     DrivingSchema,
     PromptLayout,
     Tokenizer,
     compile_scaffold,
-    default_schema,
-    default_tokenizer,
-    load_tokenizer,
     parse_answer,
     render_prompt,
 )
@@ -45,17 +48,6 @@ from blockplan.types import DrivingAnswer, Observation, Plan
 if TYPE_CHECKING:
     from blockplan.backends import Backend
     from blockplan.model.qwen2_5_vl.planner_model import QwenPlannerModel
-
-DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
-
-
-class PlannerSetupError(ValueError):
-    """The model and the configuration or the observation do not fit; names the field."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +94,7 @@ class Planner:
         self.device = device_of(config)
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
         self.tokenizer = tokenizer
-        self.schema = schema or _schema_from(mc.schema)
+        self.schema = schema or schema_from(mc.schema)
         self.scaffold = compile_scaffold(self.schema, tokenizer, mc.block_size)
         self.constraints = build_constraints(
             self.scaffold, self.schema, tokenizer, mc.decoder.vocab_size
@@ -160,30 +152,10 @@ class Planner:
 
     @classmethod
     def from_folder(cls, path: str | Path, config: PlannerConfig | None = None) -> Planner:
-        """A planner over a model folder (config.json, model.safetensors, tokenizer.json):
-        ours, or a Qwen2.5-VL block-diffusion checkpoint (Fast-dDrive / Fast-dVLM; default
-        config: Fast-dDrive's 3 cameras, see engine/qwen_planner.py)."""
-        from blockplan.model.qwen2_5_vl.model import QwenVLModel
-
-        folder = Path(path)
-        model = load_pretrained(folder)
-        tokenizer_path = folder / "tokenizer.json"
-        if not tokenizer_path.is_file():
-            raise PlannerSetupError(f"{folder}: no tokenizer.json")
-        tokenizer = load_tokenizer(tokenizer_path)
-        if isinstance(model, QwenVLModel):
-            from blockplan.engine.qwen_planner import (
-                fastddrive_config,
-                qwen_planner_model,
-                read_settings,
-            )
-
-            config = config or fastddrive_config()
-            seated, schema = qwen_planner_model(model, config, read_settings(folder))
-            return cls(seated, tokenizer, config, schema, folder=folder)
-        if not isinstance(model, PlannerModel):
-            raise PlannerSetupError(f"{folder}: holds a {type(model).__name__}, not a planner")
-        return cls(model, tokenizer, config or PlannerConfig(), folder=folder)
+        """A planner over a model folder (`planner_parts.folder_parts`): ours, or a
+        Qwen2.5-VL block-diffusion checkpoint (default config: Fast-dDrive's 3 cameras)."""
+        p = folder_parts(path, config)
+        return cls(p.model, p.tokenizer, p.config, p.schema, folder=p.folder)
 
     @classmethod
     def random_init(
@@ -193,38 +165,10 @@ class Planner:
         seed: int = 0,
         num_layers: int | None = None,
     ) -> Planner:
-        """A planner with random weights of a preset size and the default tokenizer; a
-        Qwen2.5-VL preset (`qwen2.5-vl-3b`, `qwen2.5-vl-test`) gets the Qwen-like test
-        tokenizer, the Fast-dDrive schema and (without `config`) Fast-dDrive's cameras.
-        `num_layers`: the preset's widths with only that many decoder layers (and, for
-        Qwen2.5-VL, ViT blocks) — `bench --layers`, a short smoke run of a big shape."""
-        from blockplan.model.qwen2_5_vl.presets import QWEN_PRESETS
-
-        if preset in QWEN_PRESETS:
-            from blockplan.engine.qwen_planner import fastddrive_config, qwen_random_parts
-
-            config = config or fastddrive_config()
-            dtype = DTYPES[config.model.dtype]
-            device = device_of(config)  # drawn there: 3.75 B values take ~100 s on a CPU core
-            model, tokenizer, schema = qwen_random_parts(
-                preset, config, dtype, seed, num_layers, device
-            )
-            return cls(model, tokenizer, config, schema)
-        config = config or PlannerConfig()
-        tokenizer = default_tokenizer()
-        schema = default_schema()
-        model_config = preset_config(
-            preset,
-            tokenizer.vocab_size,
-            config.camera_names,
-            config.frame_window.num_frames,
-            schema=schema,
-        )
-        if num_layers is not None:
-            decoder = dataclasses.replace(model_config.decoder, num_hidden_layers=num_layers)
-            model_config = dataclasses.replace(model_config, decoder=decoder)
-        torch.manual_seed(seed)
-        return cls(PlannerModel(model_config), tokenizer, config, schema)
+        """A planner with random weights of a preset size (`planner_parts.random_parts`;
+        `num_layers`: a short smoke run of a big shape, `bench --layers`)."""
+        p = random_parts(preset, config, seed, num_layers)
+        return cls(p.model, p.tokenizer, p.config, p.schema)
 
     # ---- planning --------------------------------------------------------------------------
 
@@ -360,17 +304,3 @@ class Planner:
                     f"observation.frames[{i}].camera={frame.camera!r}: view-major order "
                     f"expects {expected!r}"
                 )
-
-
-def device_of(config: PlannerConfig) -> torch.device:
-    """`config.model.device`, checked; raises `PlannerSetupError` where it is absent."""
-    try:
-        return resolve_device(config.model.device)
-    except DeviceError as e:
-        raise PlannerSetupError(str(e)) from e
-
-
-def _schema_from(settings: dict) -> DrivingSchema:
-    if not settings:
-        return default_schema()
-    return DrivingSchema(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})

@@ -24,7 +24,8 @@ import numpy as np
 from tqdm import tqdm
 
 from blockplan.config import GateConfig, PlannerConfig
-from blockplan.engine.planner import Planner, _schema_from
+from blockplan.engine.planner import Planner
+from blockplan.engine.planner_parts import schema_from
 from blockplan.model.planner_model import PlannerModelConfig
 from blockplan.model.weights import read_config
 from blockplan.schema import ScaffoldParseError, load_tokenizer
@@ -53,7 +54,7 @@ GATES = GateConfig()  # the shipped limits: `gate_pass_rate` is what the runtime
 def recipe_of_folder(folder: str | Path) -> Recipe:
     """The recipe (schema, tokenizer, model config) a model folder was trained with."""
     config = PlannerModelConfig.from_dict(read_config(folder))
-    return Recipe(config, _schema_from(config.schema), load_tokenizer(Path(folder)))
+    return Recipe(config, schema_from(config.schema), load_tokenizer(Path(folder)))
 
 
 def trajectory_metrics(pred_xy: np.ndarray, gt_xy: np.ndarray) -> dict[str, float]:

@@ -1,0 +1,131 @@
+"""What a `Planner` is built from: the model, tokenizer and schema of a model folder or of a
+random-weight preset, the dtype and device it runs in, and the setup error that names the
+field at fault."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from blockplan.config import PlannerConfig
+from blockplan.engine.device import DeviceError, resolve_device
+from blockplan.model.planner_model import PlannerModel
+from blockplan.model.presets import preset_config
+from blockplan.model.weights import load_pretrained
+from blockplan.schema import (
+    DrivingSchema,
+    Tokenizer,
+    default_schema,
+    default_tokenizer,
+    load_tokenizer,
+)
+
+if TYPE_CHECKING:
+    from blockplan.model.qwen2_5_vl.planner_model import QwenPlannerModel
+
+DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+class PlannerSetupError(ValueError):
+    """The model and the configuration or the observation do not fit; names the field."""
+
+
+@dataclass(frozen=True)
+class PlannerParts:
+    """The arguments of `Planner(...)`; schema None: the one the model's config records."""
+
+    model: PlannerModel | QwenPlannerModel
+    tokenizer: Tokenizer
+    config: PlannerConfig
+    schema: DrivingSchema | None = None
+    folder: Path | None = None
+
+
+def device_of(config: PlannerConfig) -> torch.device:
+    """`config.model.device`, checked; raises `PlannerSetupError` where it is absent."""
+    try:
+        return resolve_device(config.model.device)
+    except DeviceError as e:
+        raise PlannerSetupError(str(e)) from e
+
+
+def schema_from(settings: dict) -> DrivingSchema:
+    """The schema a model config records (`PlannerModelConfig.schema`), or the default."""
+    if not settings:
+        return default_schema()
+    return DrivingSchema(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
+
+
+def folder_parts(path: str | Path, config: PlannerConfig | None = None) -> PlannerParts:
+    """A model folder (config.json, model.safetensors, tokenizer.json): ours, or a Qwen2.5-VL
+    block-diffusion checkpoint (Fast-dDrive / Fast-dVLM; default config: Fast-dDrive's 3
+    cameras, see engine/qwen_planner.py)."""
+    from blockplan.model.qwen2_5_vl.model import QwenVLModel
+
+    folder = Path(path)
+    model = load_pretrained(folder)
+    tokenizer_path = folder / "tokenizer.json"
+    if not tokenizer_path.is_file():
+        raise PlannerSetupError(f"{folder}: no tokenizer.json")
+    tokenizer = load_tokenizer(tokenizer_path)
+    if isinstance(model, QwenVLModel):
+        from blockplan.engine.qwen_planner import (
+            fastddrive_config,
+            qwen_planner_model,
+            read_settings,
+        )
+
+        config = config or fastddrive_config()
+        seated, schema = qwen_planner_model(model, config, read_settings(folder))
+        return PlannerParts(seated, tokenizer, config, schema, folder)
+    if not isinstance(model, PlannerModel):
+        raise PlannerSetupError(f"{folder}: holds a {type(model).__name__}, not a planner")
+    return PlannerParts(model, tokenizer, config or PlannerConfig(), None, folder)
+
+
+def random_parts(
+    preset: str,
+    config: PlannerConfig | None = None,
+    seed: int = 0,
+    num_layers: int | None = None,
+) -> PlannerParts:
+    """Random weights of a preset size with the default tokenizer and schema; a Qwen2.5-VL
+    preset (`qwen2.5-vl-3b`, `qwen2.5-vl-test`) gets the Qwen-like test tokenizer, the
+    Fast-dDrive schema and (without `config`) Fast-dDrive's cameras. `num_layers`: the
+    preset's widths with only that many decoder layers (and, for Qwen2.5-VL, ViT blocks)."""
+    from blockplan.model.qwen2_5_vl.presets import QWEN_PRESETS
+
+    if preset in QWEN_PRESETS:
+        from blockplan.engine.qwen_planner import fastddrive_config, qwen_random_parts
+
+        config = config or fastddrive_config()
+        dtype = DTYPES[config.model.dtype]
+        device = device_of(config)  # drawn there: 3.75 B values take ~100 s on a CPU core
+        model, tokenizer, schema = qwen_random_parts(
+            preset, config, dtype, seed, num_layers, device
+        )
+        return PlannerParts(model, tokenizer, config, schema)
+    config = config or PlannerConfig()
+    tokenizer = default_tokenizer()
+    schema = default_schema()
+    model_config = preset_config(
+        preset,
+        tokenizer.vocab_size,
+        config.camera_names,
+        config.frame_window.num_frames,
+        schema=schema,
+    )
+    if num_layers is not None:
+        decoder = dataclasses.replace(model_config.decoder, num_hidden_layers=num_layers)
+        model_config = dataclasses.replace(model_config, decoder=decoder)
+    torch.manual_seed(seed)
+    return PlannerParts(PlannerModel(model_config), tokenizer, config, schema)
