@@ -146,3 +146,19 @@ def test_config_is_frozen():
     config = PlannerConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.control = None  # type: ignore[misc]
+
+
+def test_overrides_apply_over_the_file_and_are_validated():
+    config = load_config(
+        default_params_path(),
+        overrides=[
+            "decoding.strategy=rollouts",
+            "model.device=cuda:1",
+            "frame_window.streaming=off",
+        ],
+    )
+    assert config.decoding.strategy == "rollouts" and config.model.device == "cuda:1"
+    assert config.frame_window.streaming == "off"  # YAML 1.1 would read `off` as False
+    for bad in ("decoding.strategy", "model.device=gpu", "nope.key=1"):
+        with pytest.raises(ConfigError):
+            load_config(default_params_path(), overrides=[bad])

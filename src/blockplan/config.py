@@ -17,7 +17,7 @@ import math
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -478,13 +478,42 @@ def read_params_file(path: str | Path, node_name: str | None = None) -> dict[str
     return params
 
 
-def load_config(path: str | Path, node_name: str | None = None) -> PlannerConfig:
-    """Load and validate the planner configuration from a ROS 2 params YAML file."""
+def load_config(
+    path: str | Path, node_name: str | None = None, overrides: Sequence[str] = ()
+) -> PlannerConfig:
+    """Load and validate the planner configuration from a ROS 2 params YAML file, with
+    `NAME=VALUE` overrides (dotted name, YAML value; the CLIs' `--set`) applied first."""
     params = read_params_file(path, node_name)
+    if overrides:
+        flat = flatten_params(params)
+        for item in overrides:
+            name, sep, text = item.partition("=")
+            if not sep or not name.strip():
+                raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
+            try:
+                value = yaml.safe_load(text)
+            except yaml.YAMLError as e:
+                raise ConfigError(f"--set {item!r}: {e}") from e
+            if isinstance(value, bool) and text.strip().lower() not in ("true", "false"):
+                value = text.strip()  # YAML 1.1 reads on / off / yes / no as booleans
+            flat[name.strip()] = value
+        params = unflatten_params(flat)
     try:
         return config_from_params(params)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from e
+
+
+def add_set_argument(parser: Any) -> None:
+    """The CLIs' repeatable `--set NAME=VALUE` (see `load_config`)."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override one parameter of the params file (dotted name, YAML value), e.g. "
+        "--set decoding.strategy=rollouts --set model.device=cuda",
+    )
 
 
 def dump_config(config: PlannerConfig, node_name: str = DEFAULT_NODE_NAME) -> str:

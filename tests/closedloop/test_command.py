@@ -36,3 +36,10 @@ def test_bad_replan_period_is_refused(tmp_path):
     argv = ["closed-loop", "--replan-period", "0.33", "--policies", "expert",
             "--json", str(tmp_path / "x.json")]  # fmt: skip
     assert main(argv) == 1
+
+
+def test_set_overrides_reach_the_config(tmp_path, capsys):
+    argv = ["closed-loop", "--policies", "expert", "--json", str(tmp_path / "x.json"),
+            "--set", "decoding.strategy=beam"]  # fmt: skip
+    assert main(argv) == 1
+    assert "decoding.strategy" in capsys.readouterr().err

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from blockplan.config import add_set_argument
+
 HELP = "drive the ego in highway-env with the planner (closed loop) next to the expert and CV"
 POLICIES = ("model", "expert", "constant_velocity")
 
@@ -32,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="which policies to run (default: all three)")  # fmt: skip
     parser.add_argument("--render-dir", help="write PNG camera grids of the first planner episode")
     parser.add_argument("--params", help="ROS 2 params YAML (default: the shipped planner.yaml)")
+    add_set_argument(parser)
     parser.add_argument("--rig", help="camera rig YAML (default: the shipped rig.yaml)")
     parser.add_argument("--json", required=True, help="output JSON file")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -68,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --episodes={args.episodes} must be >= 1", file=sys.stderr)
         return 2
     try:
-        config = load_config(args.params or default_params_path())
+        config = load_config(args.params or default_params_path(), overrides=args.set)
         model = args.model or _default_model(config)
         planners = {}
         if "model" in args.policies:

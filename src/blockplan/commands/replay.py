@@ -6,18 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
 from tqdm import tqdm
 
 from blockplan.bags import BagError
 from blockplan.config import (
     ConfigError,
-    PlannerConfig,
-    config_from_params,
+    add_set_argument,
     default_params_path,
-    flatten_params,
-    read_params_file,
-    unflatten_params,
+    load_config,
 )
 from blockplan.replay import ReplayInputError, ReplayOutputs, load_planner, run_replay
 
@@ -43,14 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--rate", type=float, help="control rate in Hz (default: control.rate_hz)")
     parser.add_argument("--params", help="ROS 2 params YAML (default: the shipped planner.yaml)")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override one parameter of the params file (dotted name, YAML value), e.g. "
-        "--set frame_window.streaming=off --set frame_window.reuse_tolerance=0.2",
-    )
+    add_set_argument(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -104,30 +93,9 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
     print("\n".join(lines), file=file or sys.stdout)
 
 
-def config_with_overrides(path: str | Path, overrides: list[str]) -> PlannerConfig:
-    """The params file's configuration with `NAME=VALUE` overrides (validated as one)."""
-    params = read_params_file(path)
-    flat = flatten_params(params)
-    for item in overrides:
-        name, sep, text = item.partition("=")
-        if not sep or not name:
-            raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"--set {item!r}: {e}") from e
-        if isinstance(value, bool) and text.strip().lower() not in ("true", "false"):
-            value = text.strip()  # YAML 1.1 reads on / off / yes / no as booleans
-        flat[name.strip()] = value
-    try:
-        return config_from_params(unflatten_params(flat))
-    except ConfigError as e:
-        raise ConfigError(f"{path}: {e}") from e
-
-
 def run(args: argparse.Namespace) -> int:
     try:
-        config = config_with_overrides(args.params or default_params_path(), args.set)
+        config = load_config(args.params or default_params_path(), overrides=args.set)
         planner = load_planner(args.model or config.model.dir, config)
     except (ConfigError, ReplayInputError) as e:
         print(f"error: {e}", file=sys.stderr)
