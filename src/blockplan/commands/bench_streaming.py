@@ -103,27 +103,18 @@ def run_streaming(args: argparse.Namespace, config: PlannerConfig) -> int:
 def _random_init_with_grid(preset: str, config: PlannerConfig, seed: int, grid: str):
     """A random-init planner whose images make rows x cols visual tokens (how the cost ratio
     scales when visual tokens dominate the prompt, as in larger VLAs)."""
-    import torch
-
     from blockplan.engine.planner import Planner
-    from blockplan.model.planner_model import PlannerModel
-    from blockplan.model.presets import preset_config
-    from blockplan.schema import default_schema, default_tokenizer
+    from blockplan.engine.planner_parts import random_parts
 
     try:
         rows, cols = (int(v) for v in grid.lower().split("x"))
     except ValueError as e:
         raise ValueError(f"--grid {grid!r}: expected RxC, e.g. 8x8") from e
-    tokenizer, schema = default_tokenizer(), default_schema()
-    model_config = preset_config(
-        preset,
-        tokenizer.vocab_size,
-        config.camera_names,
-        config.frame_window.num_frames,
-        schema=schema,
-        max_position_embeddings=32768,
-    )
-    vision = dataclasses.replace(model_config.vision, grid=(rows, cols))
-    torch.manual_seed(seed)
-    model = PlannerModel(dataclasses.replace(model_config, vision=vision))
-    return Planner(model, tokenizer, config, schema)
+
+    def adjust(mc):  # rows x cols tokens per image; positions for the longer prompt
+        decoder = dataclasses.replace(mc.decoder, max_position_embeddings=32768)
+        vision = dataclasses.replace(mc.vision, grid=(rows, cols))
+        return dataclasses.replace(mc, decoder=decoder, vision=vision)
+
+    p = random_parts(preset, config, seed, adjust=adjust)
+    return Planner(p.model, p.tokenizer, p.config, p.schema)

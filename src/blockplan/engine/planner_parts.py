@@ -5,6 +5,7 @@ field at fault."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,7 +14,7 @@ import torch
 
 from blockplan.config import PlannerConfig
 from blockplan.engine.device import DeviceError, resolve_device
-from blockplan.model.planner_model import PlannerModel
+from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
 from blockplan.model.presets import preset_config
 from blockplan.model.weights import load_pretrained
 from blockplan.schema import (
@@ -97,16 +98,21 @@ def random_parts(
     config: PlannerConfig | None = None,
     seed: int = 0,
     num_layers: int | None = None,
+    adjust: Callable[[PlannerModelConfig], PlannerModelConfig] | None = None,
 ) -> PlannerParts:
     """Random weights of a preset size with the default tokenizer and schema; a Qwen2.5-VL
     preset (`qwen2.5-vl-3b`, `qwen2.5-vl-test`) gets the Qwen-like test tokenizer, the
     Fast-dDrive schema and (without `config`) Fast-dDrive's cameras. `num_layers`: the
-    preset's widths with only that many decoder layers (and, for Qwen2.5-VL, ViT blocks)."""
+    preset's widths with only that many decoder layers (and, for Qwen2.5-VL, ViT blocks).
+    `adjust` edits one of our presets' model configs before the weights are made (e.g. the
+    visual grid of `bench --streaming --grid`)."""
     from blockplan.model.qwen2_5_vl.presets import QWEN_PRESETS
 
     if preset in QWEN_PRESETS:
         from blockplan.engine.qwen_planner import fastddrive_config, qwen_random_parts
 
+        if adjust is not None:
+            raise PlannerSetupError(f"preset {preset!r}: a Qwen2.5-VL preset takes no adjust")
         config = config or fastddrive_config()
         dtype = DTYPES[config.model.dtype]
         device = device_of(config)  # drawn there: 3.75 B values take ~100 s on a CPU core
@@ -127,5 +133,7 @@ def random_parts(
     if num_layers is not None:
         decoder = dataclasses.replace(model_config.decoder, num_hidden_layers=num_layers)
         model_config = dataclasses.replace(model_config, decoder=decoder)
+    if adjust is not None:
+        model_config = adjust(model_config)
     torch.manual_seed(seed)
     return PlannerParts(PlannerModel(model_config), tokenizer, config, schema)
