@@ -29,23 +29,33 @@ class Picker(Protocol):
 class GreedyPicker:
     """argmax, no randomness (the AR-greedy reference).
 
-    The logits stay where the model wrote them (a GPU's): only the argmax of every slot
+    The logits stay where the model wrote them. On a GPU only the argmax of every slot
     (B, W) comes to the CPU, and the one row (V,) a constrained or sampled choice needs —
-    not the whole (B, W, V) block, which is ~20 MB per row at a 150 k vocabulary.
+    not the whole (B, W, V) block, ~20 MB per row at a 150 k vocabulary. On the CPU the
+    block is converted to float64 once (cheaper than a torch index per row at a small
+    vocabulary).
     """
 
     def __init__(self) -> None:
         self._logits = torch.zeros(0, 0, 0)
+        self._host: np.ndarray | None = None  # (B, W, V) float64 when the logits are on the CPU
         self._argmax = np.zeros((0, 0), dtype=np.int64)
         self._rows: dict[tuple[int, int], np.ndarray] = {}
 
     def prepare(self, logits: torch.Tensor) -> None:
         self._logits = logits  # (B, W, V)
-        self._argmax = logits.argmax(dim=-1).cpu().numpy()  # (B, W), first maximum
-        self._rows = {}
+        if logits.device.type == "cpu":
+            self._host = logits.double().numpy()
+            self._argmax = self._host.argmax(axis=-1)  # (B, W), first maximum
+        else:
+            self._host = None
+            self._argmax = logits.argmax(dim=-1).cpu().numpy()
+            self._rows = {}
 
     def row(self, row: int, index: int) -> np.ndarray:
         """The logits (V,) of one slot as float64 (exact for every model dtype)."""
+        if self._host is not None:
+            return self._host[row, index]
         key = (row, index)
         if key not in self._rows:
             self._rows[key] = self._logits[row, index].cpu().double().numpy()
