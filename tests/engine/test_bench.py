@@ -28,9 +28,14 @@ def test_bench_report_keys(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out) == report
     assert report["model"]["params"] > 0 and report["model"]["source"] == "random-init test"
     assert set(report["strategies"]) == {"ar", "scaffold_spec", "section_diffusion", "rollouts"}
-    for entry in [*report["strategies"].values(), report["hf_generate"]]:
-        assert set(entry) == STRATEGY_KEYS
+    floor_keys = {"flops_per_plan", "compute_floor_ms", "compute_floor_ratio"}
+    for entry in report["strategies"].values():
+        assert set(entry) == STRATEGY_KEYS | floor_keys
         assert set(entry["latency_ms"]) == {"p50", "p90", "p99"}
+        assert entry["flops_per_plan"] > 0 and entry["compute_floor_ratio"] > 0
+    assert set(report["hf_generate"]) == STRATEGY_KEYS
+    assert report["gemm"]["best_gflops_per_s"] >= report["gemm"]["median_gflops_per_s"] > 0
+    assert report["scaffold_spec_speedup_vs_hf_generate"] > 0
     for name in ("ar", "scaffold_spec", "section_diffusion", "rollouts"):
         assert report["strategies"][name]["valid_fraction"] == 1.0
     assert report["scaffold_spec_identical_to_ar_fraction"] == 1.0

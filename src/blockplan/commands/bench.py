@@ -67,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-hf", action="store_true", help="skip the transformers generate baseline"
     )
+    parser.add_argument(
+        "--no-compute-floor",
+        action="store_true",
+        help="skip the compute floor (a GEMM micro-benchmark and one FLOP-counted plan per "
+        "strategy; torch backend on a CPU only)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the report to this file")
     from blockplan.commands.bench_streaming import add_streaming_arguments
 
@@ -148,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         args.seed,
         with_hf=with_hf,
         progress=log.info,
+        with_floor=not args.no_compute_floor,
     )
     report["model"] = {"source": source, "backend": planner.runner.name, **report["model"]}
     if args.model:  # load_pretrained checked the manifest when there is one

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from blockplan.engine.compute_floor import count_flops, floor_report, gemm_throughput
 from blockplan.engine.planner import Planner
 from blockplan.engine.synthetic import synthetic_observation
 from blockplan.schema import ScaffoldParseError
@@ -135,11 +136,13 @@ def run_bench(
     seed: int = 0,
     with_hf: bool = True,
     progress: Progress | None = None,
+    with_floor: bool = True,
 ) -> dict[str, Any]:
     """The `blockplan bench` report (keys fixed by the issue; see docs/BENCHMARKS.md).
 
     Strategies run round-robin on each input, so load drift on a shared machine hits them
-    alike; `warmup` untimed rounds come first.
+    alike; `warmup` untimed rounds come first. `with_floor` adds each strategy's compute
+    floor (engine/compute_floor.py) for the torch backend on a CPU.
     """
     say = progress or (lambda _msg: None)
     planner = _with_rollouts(planner, num_rollouts)
@@ -183,7 +186,34 @@ def run_bench(
         report["rollouts"] = {"n": num_rollouts, "latency_ratio_vs_n1": round(ratio, 3)}
     if with_hf:
         report["hf_generate"] = summarize(runs["hf_generate"], float(A))
+        spec = report["strategies"].get("scaffold_spec")
+        if spec:
+            hf_p50 = report["hf_generate"]["latency_ms"]["p50"]
+            report["scaffold_spec_speedup_vs_hf_generate"] = round(
+                hf_p50 / spec["latency_ms"]["p50"], 2
+            )
+    if with_floor and planner.device.type == "cpu" and planner.runner.name == "torch":
+        say("bench: compute floor (GEMM throughput, FLOPs per plan)")
+        add_compute_floor(report, planner, strategies, inputs[0])
     return report
+
+
+def add_compute_floor(
+    report: dict[str, Any], planner: Planner, strategies: Sequence[str], obs: Observation
+) -> None:
+    """`strategies.<name>.compute_floor_ms` / `.compute_floor_ratio` and the measured GEMM
+    rate: FLOPs counted on one untimed plan, against this CPU's matmul throughput now."""
+    mc = planner.model.config
+    rate = gemm_throughput(mc.decoder, (mc.block_size, planner.prompt_len), planner.dtype)
+    report["gemm"] = {
+        "best_gflops_per_s": round(rate["best_flops_per_s"] / 1e9, 2),
+        "median_gflops_per_s": round(rate["median_flops_per_s"] / 1e9, 2),
+        "threads": torch.get_num_threads(),
+    }
+    for name in strategies:
+        flops = count_flops(lambda name=name: planner.decode(obs, name))
+        entry = report["strategies"][name]
+        entry.update(floor_report(flops, entry["latency_ms"]["p50"], rate["best_flops_per_s"]))
 
 
 def device_name(device: torch.device) -> str:
