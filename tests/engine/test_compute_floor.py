@@ -19,6 +19,17 @@ def test_count_flops_is_two_mkn_per_matmul():
     assert count_flops(lambda: (a @ b, a @ b)) == 2 * 2 * 7 * 5 * 3
 
 
+def test_count_flops_counts_cpu_attention():
+    q, k, v = torch.randn(1, 2, 4, 8), torch.randn(1, 1, 6, 8), torch.randn(1, 1, 6, 8)
+    mask = torch.zeros(1, 1, 4, 6)
+    flops = count_flops(
+        lambda: torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, enable_gqa=True
+        )
+    )
+    assert flops == 2 * (2 * 1 * 2 * 4 * 6 * 8)
+
+
 def test_gemm_shapes_cover_every_projection_and_row_count():
     config = decoder_preset("test")
     shapes = gemm_shapes(config, (32, 100, 32))

@@ -27,9 +27,20 @@ from torch.utils.flop_counter import FlopCounterMode
 from blockplan.model.config import DecoderConfig
 
 
+def _cpu_attention_flops(query_shape, key_shape, value_shape, *args, **kwargs) -> int:
+    """CPU SDPA (`_scaled_dot_product_flash_attention_for_cpu`), which torch's counter does
+    not know: Q·Kᵀ and P·V, 2·B·H·S·L·D each (GQA: every query head reads its group's K/V)."""
+    B, H, S, D = query_shape
+    L = key_shape[-2]
+    return 2 * (2 * B * H * S * L * D)
+
+
+_CUSTOM = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_attention_flops}
+
+
 def count_flops(fn: Callable[[], object]) -> int:
     """FLOPs of the matmuls and attention `fn` runs (one call, untimed)."""
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False, custom_mapping=_CUSTOM) as counter:
         fn()
     return int(counter.get_total_flops())
 
