@@ -187,7 +187,5 @@ class Plan:
     stamp_ns: int
     answer: DrivingAnswer
     rollouts: np.ndarray
-    trajectory: Trajectory | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     num_forwards: int = 0
-    is_fallback: bool = False

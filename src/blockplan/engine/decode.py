@@ -70,10 +70,6 @@ class DecodeResult:
     timings_ms: dict[str, float]
 
 
-def new_cache(model: TokenModel, config_len: int, max_batch: int, dtype: torch.dtype) -> KVCache:
-    return KVCache.for_model(model.config, config_len, max_batch, dtype)  # type: ignore[attr-defined]
-
-
 @torch.no_grad()
 def decode(
     model: TokenModel,

@@ -1,4 +1,5 @@
-"""KVCache: preallocated K/V buffers with verbs (commit, truncate, fork, reset).
+"""KVCache: preallocated K/V buffers with verbs (commit, fork, rebase, append,
+reset).
 
 Layout: `kv` (layers, 2, batch, kv_heads, max_len, head_dim) holding the rotated keys and the
 values attention reads, `raw_keys` (layers, batch, kv_heads, max_len, head_dim) the same keys
@@ -101,13 +102,6 @@ class KVCache:
         if not 0 <= n <= self.num_pending:
             raise ValueError(f"KVCache.commit({n}): only {self.num_pending} slots pending")
         self.length += n
-        self.num_pending = 0
-
-    def truncate(self, length: int) -> None:
-        """Forget every slot from `length` on (rejected tokens)."""
-        if not 0 <= length <= self.length:
-            raise ValueError(f"KVCache.truncate({length}): only {self.length} slots committed")
-        self.length = length
         self.num_pending = 0
 
     def fork(self, n: int) -> None:

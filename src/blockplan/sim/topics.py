@@ -18,9 +18,6 @@ GT_LABELS_TOPIC = "/ground_truth/labels"  # std_msgs/msg/String: JSON label (see
 ODOM_FRAME = "odom"
 BASE_FRAME = "base_link"
 
-IMAGE_TYPE = "sensor_msgs/msg/Image"
-COMPRESSED_IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
-
 TOPIC_TYPES: dict[str, str] = {
     ODOM_TOPIC: "nav_msgs/msg/Odometry",
     TF_TOPIC: "tf2_msgs/msg/TFMessage",
@@ -35,7 +32,3 @@ def camera_topic(name: str, compressed: bool = False) -> str:
     """`/camera/<name>/image_raw`, or `.../image_raw/compressed` for CompressedImage (jpeg)."""
     base = f"/camera/{name}/image_raw"
     return f"{base}/compressed" if compressed else base
-
-
-def camera_type(compressed: bool) -> str:
-    return COMPRESSED_IMAGE_TYPE if compressed else IMAGE_TYPE
