@@ -11,7 +11,6 @@ from pathlib import Path
 
 from blockplan.config import add_set_argument
 
-HELP = "drive the ego in highway-env with the planner (closed loop) next to the expert and CV"
 POLICIES = ("model", "expert", "constant_velocity")
 
 
