@@ -247,7 +247,7 @@ class Planner:
         """Plan on synthetic inputs so first-call costs (allocation, kernel selection) are
         paid before the first real observation (the ROS node's activate step)."""
         for i in range(num_plans):
-            self.plan(synthetic_observation(self.config, seed=i))
+            self.plan(synthetic_observation(self.config, seed=i, schema=self.schema))
 
     def parse(self, tokens: np.ndarray) -> DrivingAnswer:
         """Strictly parse one answer row; raises `ScaffoldParseError`."""
