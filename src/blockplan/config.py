@@ -33,6 +33,7 @@ FALLBACK_POLICIES = ("stop", "hold_last")
 TIMING_MODES = ("ideal", "measured")
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 DEFAULT_NODE_NAME = "blockplan_planner"
+DEFAULT_CAMERA_TOPIC = "/camera/{name}/image_raw"  # .format(name=...): a camera's default topic
 
 
 class ConfigError(ValueError):
@@ -178,7 +179,7 @@ class CameraConfig:
 
 def _default_cameras() -> tuple[CameraConfig, ...]:
     names = ("front_left", "front", "front_right", "rear")
-    return tuple(CameraConfig(name=n, topic=f"/camera/{n}/image_raw") for n in names)
+    return tuple(CameraConfig(name=n, topic=DEFAULT_CAMERA_TOPIC.format(name=n)) for n in names)
 
 
 @dataclass(frozen=True)
@@ -399,7 +400,7 @@ def _build_cameras(params: Mapping[str, Any]) -> tuple[CameraConfig, ...]:
     cameras = []
     for name in names:
         sub = dict(params.get(name) or {})
-        sub.setdefault("topic", f"/camera/{name}/image_raw")
+        sub.setdefault("topic", DEFAULT_CAMERA_TOPIC.format(name=name))
         cameras.append(_build(CameraConfig, {"name": name, **sub}, f"cameras.{name}."))
     return tuple(cameras)
 

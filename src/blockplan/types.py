@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 NS_PER_S = 1_000_000_000
+# The navigation command when none was received (/planning/route_command): follow the lane.
+DEFAULT_ROUTE_COMMAND = "lane_follow"
 
 CRITICAL_OBJECT_KEYS: tuple[str, ...] = (
     "nearby_vehicle",
@@ -115,7 +117,7 @@ class Observation:
     stamp_ns: int
     frames: tuple[CameraFrame, ...]
     ego_history: tuple[EgoState, ...]
-    route_command: str = "lane_follow"
+    route_command: str = DEFAULT_ROUTE_COMMAND
 
 
 @dataclass(frozen=True)

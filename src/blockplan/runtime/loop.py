@@ -38,7 +38,7 @@ from blockplan.runtime.worker import (
     VirtualWorker,
 )
 from blockplan.trajectory import Fallback, Pose2D
-from blockplan.types import CameraFrame, EgoState, Observation, seconds_to_ns
+from blockplan.types import DEFAULT_ROUTE_COMMAND, CameraFrame, EgoState, Observation, seconds_to_ns
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class PlannerRuntime:
         self.ego = EgoHistory(self.limits)
         self.fallback = Fallback(config.fallback, config.trajectory, config.gates)
         self.period_ns = seconds_to_ns(1.0 / config.control.rate_hz)
-        self.route_command = "lane_follow"
+        self.route_command = DEFAULT_ROUTE_COMMAND
         self.epoch = 0
         self.newest: AcceptedPlan | None = None
         self.last_output: TickOutput | None = None

@@ -29,7 +29,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from blockplan.types import CRITICAL_OBJECT_KEYS, NUM_WAYPOINTS, Lateral, Longitudinal
+from blockplan.types import (
+    CRITICAL_OBJECT_KEYS,
+    DEFAULT_ROUTE_COMMAND,
+    NUM_WAYPOINTS,
+    Lateral,
+    Longitudinal,
+)
 
 DEFAULT_SYSTEM_TEXT = (
     "You are the planner of an autonomous vehicle. From the camera images, the navigation "
@@ -40,7 +46,7 @@ DEFAULT_SYSTEM_TEXT = (
 
 # Navigation commands the prompt accepts (DESIGN.md §4, /planning/route_command).
 DEFAULT_ROUTE_COMMANDS: tuple[str, ...] = (
-    "lane_follow",
+    DEFAULT_ROUTE_COMMAND,
     "straight",
     "turn_left",
     "turn_right",

@@ -8,6 +8,8 @@ an input.
 
 from __future__ import annotations
 
+from blockplan.config import DEFAULT_CAMERA_TOPIC
+
 ODOM_TOPIC = "/odom"  # nav_msgs/msg/Odometry, odom -> base_link, every simulation step (20 Hz)
 TF_TOPIC = "/tf"  # tf2_msgs/msg/TFMessage, odom -> base_link, with every odometry message
 TF_STATIC_TOPIC = "/tf_static"  # tf2_msgs/msg/TFMessage, base_link -> camera frames, once
@@ -30,5 +32,5 @@ TOPIC_TYPES: dict[str, str] = {
 
 def camera_topic(name: str, compressed: bool = False) -> str:
     """`/camera/<name>/image_raw`, or `.../image_raw/compressed` for CompressedImage (jpeg)."""
-    base = f"/camera/{name}/image_raw"
+    base = DEFAULT_CAMERA_TOPIC.format(name=name)
     return f"{base}/compressed" if compressed else base
