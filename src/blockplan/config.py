@@ -85,7 +85,7 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class DecodingConfig:
-    """Decoding strategy and its knobs (ALGORITHMS.md §4)."""
+    """Decoding strategy and its knobs (docs/ALGORITHMS.md §4)."""
 
     strategy: str = "scaffold_spec"
     confidence_threshold: float = 0.9
@@ -144,7 +144,7 @@ class RolloutConfig:
 
 @dataclass(frozen=True)
 class ControlConfig:
-    """The fixed-rate control loop (DESIGN.md §5)."""
+    """The fixed-rate control loop (docs/DESIGN.md §5)."""
 
     rate_hz: float = 10.0
     max_plan_age_s: float = 1.0
@@ -245,7 +245,7 @@ class TrajectoryOutputConfig:
 
 @dataclass(frozen=True)
 class GateConfig:
-    """Validity gates on a trajectory (defaults: ALGORITHMS.md §9, Alpamayo's limits)."""
+    """Validity gates on a trajectory (defaults: docs/ALGORITHMS.md §9, Alpamayo's limits)."""
 
     max_speed: float = 40.0
     min_accel: float = -4.05
@@ -279,7 +279,7 @@ class FallbackConfig:
 
 @dataclass(frozen=True)
 class TopicsConfig:
-    """Topic names (DESIGN.md §4); all remappable."""
+    """Topic names (docs/DESIGN.md §4); all remappable."""
 
     odom: str = "/odom"
     route_command: str = "/planning/route_command"

@@ -1,6 +1,6 @@
 """Core data types shared by every stage: frames, ego state, observations, answers, plans.
 
-Conventions (DESIGN.md §3): REP-103 ego frame (x forward, y left, z up), metres, seconds,
+Conventions (docs/DESIGN.md §3): REP-103 ego frame (x forward, y left, z up), metres, seconds,
 radians; stamps are integer nanoseconds; images are H×W×3 uint8 RGB numpy arrays.
 """
 

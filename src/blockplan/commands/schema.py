@@ -20,7 +20,7 @@ from blockplan.schema import (
 )
 from blockplan.schema.corpus import DEFAULT_VOCAB_SIZE
 
-# ALGORITHMS.md §2: Fast-dDrive's schema with Qwen2.5-VL's tokenizer, d = 32.
+# docs/ALGORITHMS.md §2: Fast-dDrive's schema with Qwen2.5-VL's tokenizer, d = 32.
 FAST_DDRIVE_COUNTS = {
     "critical_objects": (12, 80, 1),
     "explanation": (192, 6, 6),

@@ -5,7 +5,7 @@ Layout: `kv` (layers, 2, batch, kv_heads, max_len, head_dim) holding the rotated
 values attention reads, `raw_keys` (layers, batch, kv_heads, max_len, head_dim) the same keys
 *before* RoPE, and `positions` (batch, max_len) each slot's rotary position. With the pre-RoPE
 key and the position, a slot can be re-based to a new position exactly (`rebase`,
-ALGORITHMS.md §6: rotating a stored rotated key again would accumulate rounding).
+docs/ALGORITHMS.md §6: rotating a stored rotated key again would accumulate rounding).
 
 A forward writes its S new tokens at slots [length, length + S) and sees [0, length + S);
 they stay *pending* until `commit(n)` keeps the first n of them. A later forward overwrites

@@ -1,4 +1,4 @@
-"""The fixed-rate control loop (DESIGN.md §5), ROS-free.
+"""The fixed-rate control loop (docs/DESIGN.md §5), ROS-free.
 
 Inputs arrive through `on_frame`, `on_odometry`, `on_route_command` and `on_invalid_input`
 (from subscription callbacks live, from the bag in replay). A timer calls `tick()` at
@@ -56,7 +56,7 @@ class PlannerRuntime:
         stopwatch: Stopwatch = default_stopwatch,
     ) -> None:
         """timing: None runs the planner on a worker thread (live); "ideal" / "measured" run
-        it on a `VirtualWorker` (replay on a virtual clock, DESIGN.md §5)."""
+        it on a `VirtualWorker` (replay on a virtual clock, docs/DESIGN.md §5)."""
         self.config = config
         postprocess = functools.partial(
             plan_trajectory,

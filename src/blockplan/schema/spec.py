@@ -1,6 +1,6 @@
 """The driving schema as data: what the answer and the prompt hold, and their budgets.
 
-The answer is a JSON object with four sections in causal order (ALGORITHMS.md §2):
+The answer is a JSON object with four sections in causal order (docs/ALGORITHMS.md §2):
 
 * `critical_objects`: the 12 keys of `CRITICAL_OBJECT_KEYS`, each `"yes"` or `"no"`;
 * `explanation`: free text, `explanation_budget` tokens, padded with `<|NULL|>`;
@@ -44,7 +44,7 @@ DEFAULT_SYSTEM_TEXT = (
     "metres at t = 1..5 s in the ego frame at t0 (x forward, y left)."
 )
 
-# Navigation commands the prompt accepts (DESIGN.md §4, /planning/route_command).
+# Navigation commands the prompt accepts (docs/DESIGN.md §4, /planning/route_command).
 DEFAULT_ROUTE_COMMANDS: tuple[str, ...] = (
     DEFAULT_ROUTE_COMMAND,
     "straight",

@@ -2,7 +2,7 @@
 
 The replay reads these names to find the cameras, odometry and the ground truth it scores
 itself against. Camera, odometry and route-command topics are the planner's inputs
-(DESIGN.md §4); the ground truth lives under /ground_truth so a replay never mistakes it for
+(docs/DESIGN.md §4); the ground truth lives under /ground_truth so a replay never mistakes it for
 an input.
 """
 
