@@ -3,7 +3,7 @@ import subprocess
 import sys
 
 from blockplan import __version__
-from blockplan.cli import COMMANDS, _command_parser, main
+from blockplan.cli import COMMAND_HELP, COMMANDS, _command_parser, main
 
 
 def test_version(capsys):
@@ -25,7 +25,9 @@ def test_each_command_has_help():
     for name in COMMANDS:
         parser, module = _command_parser(name)
         assert f"blockplan {name}" in parser.format_help()
+        assert parser.description == COMMAND_HELP[name]
         assert callable(module.run)
+        assert not hasattr(module, "HELP"), f"{name}: the one-line help lives in COMMAND_HELP"
 
 
 def test_module_entry_point_runs():

@@ -1,9 +1,9 @@
 """The `blockplan` command.
 
-Each subcommand lives in `blockplan.commands.<name>` and exposes `HELP` (one line),
-`add_arguments(parser)` and `run(args) -> int`. Modules are imported only when their command
-runs, so `blockplan --help` stays fast and a missing optional dependency breaks only the
-command that needs it.
+Each subcommand lives in `blockplan.commands.<name>` and exposes `add_arguments(parser)` and
+`run(args) -> int`; its one-line help is in `COMMAND_HELP` here. Modules are imported only
+when their command runs, so `blockplan --help` stays fast and a missing optional dependency
+breaks only the command that needs it.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ FALLBACK_POLICIES = ("stop", "hold_last")
 TIMING_MODES = ("ideal", "measured")
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 DEFAULT_NODE_NAME = "blockplan_planner"
+DEFAULT_CAMERA_TOPIC = "/camera/{name}/image_raw"  # .format(name=...): a camera's default topic
 
 
 class ConfigError(ValueError):
@@ -84,7 +85,7 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class DecodingConfig:
-    """Decoding strategy and its knobs (ALGORITHMS.md §4)."""
+    """Decoding strategy and its knobs (docs/ALGORITHMS.md §4)."""
 
     strategy: str = "scaffold_spec"
     confidence_threshold: float = 0.9
@@ -143,7 +144,7 @@ class RolloutConfig:
 
 @dataclass(frozen=True)
 class ControlConfig:
-    """The fixed-rate control loop (DESIGN.md §5)."""
+    """The fixed-rate control loop (docs/DESIGN.md §5)."""
 
     rate_hz: float = 10.0
     max_plan_age_s: float = 1.0
@@ -178,7 +179,7 @@ class CameraConfig:
 
 def _default_cameras() -> tuple[CameraConfig, ...]:
     names = ("front_left", "front", "front_right", "rear")
-    return tuple(CameraConfig(name=n, topic=f"/camera/{n}/image_raw") for n in names)
+    return tuple(CameraConfig(name=n, topic=DEFAULT_CAMERA_TOPIC.format(name=n)) for n in names)
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,7 @@ class TrajectoryOutputConfig:
 
 @dataclass(frozen=True)
 class GateConfig:
-    """Validity gates on a trajectory (defaults: ALGORITHMS.md §9, Alpamayo's limits)."""
+    """Validity gates on a trajectory (defaults: docs/ALGORITHMS.md §9, Alpamayo's limits)."""
 
     max_speed: float = 40.0
     min_accel: float = -4.05
@@ -278,7 +279,7 @@ class FallbackConfig:
 
 @dataclass(frozen=True)
 class TopicsConfig:
-    """Topic names (DESIGN.md §4); all remappable."""
+    """Topic names (docs/DESIGN.md §4); all remappable."""
 
     odom: str = "/odom"
     route_command: str = "/planning/route_command"
@@ -399,7 +400,7 @@ def _build_cameras(params: Mapping[str, Any]) -> tuple[CameraConfig, ...]:
     cameras = []
     for name in names:
         sub = dict(params.get(name) or {})
-        sub.setdefault("topic", f"/camera/{name}/image_raw")
+        sub.setdefault("topic", DEFAULT_CAMERA_TOPIC.format(name=name))
         cameras.append(_build(CameraConfig, {"name": name, **sub}, f"cameras.{name}."))
     return tuple(cameras)
 

@@ -1,6 +1,6 @@
 """Core data types shared by every stage: frames, ego state, observations, answers, plans.
 
-Conventions (DESIGN.md §3): REP-103 ego frame (x forward, y left, z up), metres, seconds,
+Conventions (docs/DESIGN.md §3): REP-103 ego frame (x forward, y left, z up), metres, seconds,
 radians; stamps are integer nanoseconds; images are H×W×3 uint8 RGB numpy arrays.
 """
 
@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 NS_PER_S = 1_000_000_000
+# The navigation command when none was received (/planning/route_command): follow the lane.
+DEFAULT_ROUTE_COMMAND = "lane_follow"
 
 CRITICAL_OBJECT_KEYS: tuple[str, ...] = (
     "nearby_vehicle",
@@ -115,7 +117,7 @@ class Observation:
     stamp_ns: int
     frames: tuple[CameraFrame, ...]
     ego_history: tuple[EgoState, ...]
-    route_command: str = "lane_follow"
+    route_command: str = DEFAULT_ROUTE_COMMAND
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,5 @@ class Plan:
     stamp_ns: int
     answer: DrivingAnswer
     rollouts: np.ndarray
-    trajectory: Trajectory | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     num_forwards: int = 0
-    is_fallback: bool = False

@@ -1,4 +1,4 @@
-"""ONNX Runtime vs torch: logits within 1e-3 and identical greedy plans (DESIGN.md §8)."""
+"""ONNX Runtime vs torch: logits within 1e-3 and identical greedy plans (docs/DESIGN.md §8)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from blockplan.config import STRATEGIES, PlannerConfig, RolloutConfig
-from blockplan.engine.decode import DecodeOptions, decode
+from blockplan.engine.decode import DecodeOptions, cached_strategy, decode
 from blockplan.model.masks import causal_mask
 
 
@@ -57,6 +57,21 @@ def test_ar_and_spec_agree_and_rollouts_share_the_prefix(decoder_factory, scaffo
     assert (greedy_rollouts.tokens == ar.tokens).all()  # temperature 0: every rollout is AR
 
 
-def test_unknown_strategy_is_an_error():
-    with pytest.raises(ValueError, match="strategy"):
+def test_unknown_strategy_is_an_error_naming_the_valid_ones(decoder_factory, scaffold_factory):
+    with pytest.raises(ValueError, match="strategy") as options_error:
         DecodeOptions("beam")
+    # The dispatch itself refuses a name it does not know (it once ran rollouts for it).
+    options = DecodeOptions("ar")
+    object.__setattr__(options, "strategy", "beam")
+    with pytest.raises(ValueError, match="strategy='beam'") as dispatch_error:
+        cached_strategy(options)
+    model, scaffold, embeds, mask = _inputs(decoder_factory, scaffold_factory)
+    with pytest.raises(ValueError, match="strategy='beam'"):
+        decode(model, embeds, mask, scaffold, options)
+    for error in (options_error, dispatch_error):
+        assert all(repr(name) in str(error.value) for name in STRATEGIES)
+
+
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "full_diffusion"])
+def test_every_cached_strategy_has_a_decoder(strategy):
+    assert callable(cached_strategy(DecodeOptions(strategy)))

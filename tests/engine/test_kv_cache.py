@@ -13,7 +13,7 @@ def _write(cache, n, value):
     return cache.write(0, k, k, k + 1)
 
 
-def test_commit_truncate_fork_reset():
+def test_commit_fork_reset():
     cache = KVCache(num_layers=1, num_kv_heads=2, head_dim=4, max_len=10, max_batch=3)
     buffer = cache.kv.data_ptr()
     k, v = _write(cache, 4, 1.0)
@@ -24,8 +24,7 @@ def test_commit_truncate_fork_reset():
         cache.commit(1)  # nothing pending any more
     k, _ = _write(cache, 2, 2.0)  # overwrites slot 3 (not committed)
     assert k.shape[2] == 5 and (k[0, :, 3:] == 2.0).all() and (k[0, :, :3] == 1.0).all()
-    cache.commit(2)
-    cache.truncate(4)
+    cache.commit(1)  # slot 4 is rejected: the next forward overwrites it
     assert cache.length == 4
     cache.fork(3)
     assert cache.batch_size == 3
@@ -44,8 +43,8 @@ def test_errors_name_the_problem():
         cache.write_positions(torch.arange(5)[None])
     with pytest.raises(ValueError, match="fork"):
         cache.fork(3)
-    with pytest.raises(ValueError, match="truncate"):
-        cache.truncate(1)
+    with pytest.raises(ValueError, match="commit"):
+        cache.commit(1)
     with pytest.raises(ValueError, match="batch"):
         cache.write_positions(torch.zeros(2, 1, dtype=torch.long))
 

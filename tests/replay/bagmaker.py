@@ -20,6 +20,7 @@ from blockplan.bags import (
     static_frames_to_tf,
     trajectory_to_path,
 )
+from blockplan.sim.topics import camera_topic
 from blockplan.types import EgoState, Trajectory
 
 NS = TypestoreMessages()
@@ -109,7 +110,7 @@ def make_bag(path: Path, spec: BagSpec | None = None, storage: str = "mcap") -> 
                 if cam == spec.silent_camera and t >= spec.silent_after_s:
                     continue
                 rgb = _image(i, c, spec.image_size)
-                topic = f"/camera/{cam}/image_raw"
+                topic = camera_topic(cam)
                 if spec.compressed:
                     msg = encode_compressed_image(NS, rgb, stamp, f"camera_{cam}", "jpeg")
                     if i in spec.corrupt_jpeg_at and c == 1:

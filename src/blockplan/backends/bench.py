@@ -37,7 +37,10 @@ def run_backend_bench(
     names = list(planners)
     reference = planners[names[0]]
     runners = {(b, s): strategy_runner(planners[b], s) for b in names for s in strategies}
-    inputs = [synthetic_observation(reference.config, seed + i) for i in range(warmup + iters)]
+    inputs = [
+        synthetic_observation(reference.config, seed + i, schema=reference.schema)
+        for i in range(warmup + iters)
+    ]
     runs: dict[tuple[str, str], list[Run]] = {key: [] for key in runners}
     for i, obs in enumerate(inputs):
         say(f"bench backends: round {i + 1}/{len(inputs)}" + (" (warm-up)" if i < warmup else ""))

@@ -137,7 +137,6 @@ def plan_to_reasoning(plan: Plan, extra: Mapping[str, Any] | None = None) -> dic
     answer = plan.answer
     record: dict[str, Any] = {
         "stamp_ns": int(plan.stamp_ns),
-        "is_fallback": bool(plan.is_fallback),
         "critical_objects": {k: bool(v) for k, v in answer.critical_objects.items()},
         "explanation": answer.explanation,
         "meta_behavior": {

@@ -69,7 +69,7 @@ class TickMessages:
 
 
 def model_status(config: PlannerConfig, warmup_ms: float) -> DiagnosticStatusData:
-    """`blockplan: model`: which model and backend the node runs (DESIGN.md §4)."""
+    """`blockplan: model`: which model and backend the node runs (docs/DESIGN.md §4)."""
     model, decoding = config.model, config.decoding
     return DiagnosticStatusData(
         "blockplan: model",

@@ -7,10 +7,12 @@ from blockplan.closedloop.controller import Command, ControllerConfig, TrackingC
 from blockplan.closedloop.episode import (
     EXPERT,
     EpisodeSpec,
+    PlannerDriver,
     WarmupCrash,
     run_expert_episode,
     run_planner_episode,
 )
+from blockplan.closedloop.evaluation import Evaluation, run_evaluation
 from blockplan.closedloop.metrics import EpisodeResult, Trace, aggregate
 from blockplan.closedloop.route import route_command
 from blockplan.closedloop.world import ClosedLoopWorld
@@ -22,11 +24,14 @@ __all__ = [
     "ControllerConfig",
     "EpisodeResult",
     "EpisodeSpec",
+    "Evaluation",
+    "PlannerDriver",
     "Trace",
     "TrackingController",
     "WarmupCrash",
     "aggregate",
     "route_command",
+    "run_evaluation",
     "run_expert_episode",
     "run_planner_episode",
 ]

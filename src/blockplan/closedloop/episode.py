@@ -1,12 +1,14 @@
 """One closed-loop episode: a policy drives the ego of a highway-env scenario.
 
 Planner policies run the same `PlannerRuntime` as the live node and replay (virtual clock,
-ideal timing): camera frames rendered from the world state and odometry go in through
-`on_frame` / `on_odometry`, the route command through `on_route_command`, and every
-`replan_period_s` a tick builds the Observation (K cameras × T frames view-major with the
-config's frame window, ego history, route command), plans, JMT-upsamples / averages the
-rollouts, gates, stitches (or falls back) and publishes a trajectory. Between ticks the
-tracking controller follows the newest published trajectory at `control_hz`.
+ideal timing), wrapped in a `PlannerDriver`: every simulation step it `feed`s the runtime
+odometry and the camera frames rendered from the world state; every `replan_period_s` it
+`replan`s — sets the route command and ticks the runtime, which builds the Observation
+(K cameras × T frames view-major with the config's frame window, ego history, route
+command), plans, JMT-upsamples / averages the rollouts, gates, stitches (or falls back) and
+publishes a trajectory; at `control_hz` it `control`s — the tracking controller follows the
+newest published trajectory. The expert episode has no driver: highway-env's IDM/MOBIL
+keeps driving.
 
 Only the frames a tick's window will pick are rendered (the newest one and those
 `frame_period_s` apart before it); the window's nearest-frame choice then yields exactly the
@@ -33,11 +35,13 @@ from blockplan.sim.rig import Rig
 from blockplan.sim.roadmap import road_map_from_network
 from blockplan.sim.scenarios import SIM_HZ, Scenario
 from blockplan.trajectory import Pose2D
-from blockplan.types import CameraFrame
+from blockplan.types import CameraFrame, Trajectory
 
 EXPERT = "expert"
 FEED_MARGIN_S = 0.5
+COUNTERS = ("ticks", "plans", "fallbacks", "invalid_plans", "planner_errors")
 FrameSink = Callable[[float, dict[str, np.ndarray]], None]
+Hook = Callable[[Any], None]  # called with the highway-env env
 
 
 class WarmupCrash(RuntimeError):
@@ -59,14 +63,28 @@ class EpisodeSpec:
         for name in ("duration_s", "control_hz", "replan_period_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"EpisodeSpec.{name}={getattr(self, name)!r}: must be > 0")
-        for name, period in (("control_hz", 1.0 / self.control_hz),
-                             ("replan_period_s", self.replan_period_s)):  # fmt: skip
+        periods = {"control_hz": 1.0 / self.control_hz, "replan_period_s": self.replan_period_s}
+        for name, period in periods.items():
             steps = period * SIM_HZ
             if abs(steps - round(steps)) > 1e-6 or round(steps) < 1:
                 raise ValueError(
                     f"EpisodeSpec.{name}={getattr(self, name)!r}: the period must be a whole "
                     f"number of {SIM_HZ} Hz simulation steps"
                 )
+
+    @property
+    def last_step(self) -> int:
+        return _steps(self.duration_s)
+
+    @property
+    def control_every(self) -> int:
+        """Simulation steps between two controller commands."""
+        return _steps(1.0 / self.control_hz)
+
+    @property
+    def replan_every(self) -> int:
+        """Simulation steps between two runtime ticks."""
+        return _steps(self.replan_period_s)
 
 
 def _steps(seconds: float) -> int:
@@ -76,28 +94,112 @@ def _steps(seconds: float) -> int:
 def _frame_steps(spec: EpisodeSpec, config: PlannerConfig, first_step: int) -> set[int]:
     """Simulation steps whose camera frames some tick's window will use."""
     fw = config.frame_window
-    ticks = range(0, _steps(spec.duration_s) + 1, _steps(spec.replan_period_s))
+    ticks = range(0, spec.last_step + 1, spec.replan_every)
     period = _steps(fw.frame_period_s)
     return {
         s for tick in ticks for k in range(fw.num_frames) if (s := tick - k * period) >= first_step
     }
 
 
-def _yaw_rate(world: ClosedLoopWorld, prev_yaw: float | None) -> float:
-    yaw = world.ego_pose().yaw
-    if prev_yaw is None:
-        return 0.0
-    return math.remainder(yaw - prev_yaw, 2 * math.pi) / DT
+class PlannerDriver:
+    """A planner at the wheel of `world`: the runtime (ticking every replanning period, on
+    the world's virtual clock) and the tracking controller that follows its trajectory."""
 
+    def __init__(
+        self,
+        world: ClosedLoopWorld,
+        spec: EpisodeSpec,
+        planner: Planner,
+        config: PlannerConfig,
+        rig: Rig,
+        controller: ControllerConfig | None = None,
+        frame_sink: FrameSink | None = None,
+    ) -> None:
+        from blockplan.sim.render import RigRenderer
 
-Hook = Callable[[Any], None]  # called with the highway-env env
+        control = dataclasses.replace(config.control, rate_hz=1.0 / spec.replan_period_s)
+        config = dataclasses.replace(config, control=control)
+        self.world = world
+        self.spec = spec
+        clock = VirtualClock(world.stamp_ns())
+        self.runtime = PlannerRuntime(config, planner, clock, timing="ideal")
+        self.renderer = RigRenderer(rig, road_map_from_network(world.env.road.network))
+        self.controller = TrackingController(controller)
+        self.frame_sink = frame_sink
+        self.frame_steps = _frame_steps(spec, config, world.step_index)
+        fw = config.frame_window
+        # Inputs start shortly before the first window (the spawn transients come earlier).
+        self.feed_from = -_steps(fw.num_frames * fw.frame_period_s + FEED_MARGIN_S)
+        self._prev_yaw: float | None = None
+        self._held: tuple[Trajectory, Pose2D] | None = None  # trajectory, pose at its stamp
+
+    def feed(self) -> None:
+        """This step's inputs: odometry from `feed_from` on, and the camera frames of the
+        steps some window will use (also handed to the frame sink after the warm-up)."""
+        world = self.world
+        i = world.step_index
+        if i >= self.feed_from:
+            self.runtime.on_odometry(world.ego_state(self._yaw_rate()))
+            if i in self.frame_steps:
+                images = self.renderer.render(world.snapshot())
+                for camera, image in images.items():
+                    self.runtime.on_frame(CameraFrame(camera, world.stamp_ns(), image))
+                if self.frame_sink is not None and i >= 0:
+                    self.frame_sink(world.t, images)
+        self._prev_yaw = world.ego_pose().yaw
+
+    def _yaw_rate(self) -> float:
+        if self._prev_yaw is None:
+            return 0.0
+        return math.remainder(self.world.ego_pose().yaw - self._prev_yaw, 2 * math.pi) / DT
+
+    def take_control(self) -> None:
+        """At t = 0: the controller replaces the expert."""
+        config = self.controller.config
+        self.world.take_control(config.acceleration_range, config.steering_range_rad)
+
+    def replan(self, pose: Any) -> None:
+        """Tick the runtime with the current route command; hold the trajectory it publishes
+        with the ego pose at its stamp (`pose`, the ego now, when the tick has no ego state)."""
+        world = self.world
+        self.runtime.clock.set(world.stamp_ns())
+        ego = world.env.vehicle
+        command = route_command(world.env.road.network, world.route, ego.position, float(ego.speed))
+        self.runtime.on_route_command(command)
+        out = self.runtime.tick()
+        if out.ego is not None:
+            stamp_pose = Pose2D.from_ego_state(out.ego)
+        else:
+            stamp_pose = Pose2D(pose.x, pose.y, pose.yaw)
+        self._held = (out.trajectory, stamp_pose)
+
+    def control(self, pose: Any) -> None:
+        """One controller command toward the held trajectory from the ego's `pose`."""
+        assert self._held is not None, "replan before control"
+        trajectory, stamp_pose = self._held
+        cmd = self.controller.command(
+            trajectory,
+            stamp_pose,
+            Pose2D(pose.x, pose.y, pose.yaw),
+            pose.speed,
+            self.world.stamp_ns(),
+            1.0 / self.spec.control_hz,
+        )
+        self.world.act(cmd.action)
+
+    def counters(self) -> dict[str, int]:
+        metrics = self.runtime.metrics()
+        return {name: int(metrics.get(name, 0)) for name in COUNTERS}
+
+    def close(self) -> None:
+        self.runtime.close()
 
 
 def run_expert_episode(
     spec: EpisodeSpec, on_reset: Hook | None = None, on_start: Hook | None = None
 ) -> EpisodeResult:
     """The IDM/MOBIL expert keeps driving the ego, as in `blockplan.sim`."""
-    return _run(spec, None, None, None, (on_reset, on_start), None)
+    return _run(spec, EXPERT, None, on_reset, on_start)
 
 
 def run_planner_episode(
@@ -113,103 +215,73 @@ def run_planner_episode(
 ) -> EpisodeResult:
     """`planner` drives the ego through the runtime and the tracking controller.
     on_reset: edits the world before the warm-up; on_start: at t = 0 (tests force events)."""
-    return _run(spec, (name, planner, config), rig, controller, (on_reset, on_start), frame_sink)
+
+    def driver(world: ClosedLoopWorld) -> PlannerDriver:
+        return PlannerDriver(world, spec, planner, config, rig, controller, frame_sink)
+
+    return _run(spec, name, driver, on_reset, on_start)
 
 
-def _run(spec, planned, rig, controller_config, hooks, frame_sink) -> EpisodeResult:
+def _run(
+    spec: EpisodeSpec,
+    name: str,
+    make_driver: Callable[[ClosedLoopWorld], PlannerDriver] | None,
+    on_reset: Hook | None,
+    on_start: Hook | None,
+) -> EpisodeResult:
     world = ClosedLoopWorld(spec.scenario, spec.seed)
     try:
-        if hooks[0] is not None:
-            hooks[0](world.env)
-        return _drive(world, spec, planned, rig, controller_config, hooks[1], frame_sink)
+        if on_reset is not None:
+            on_reset(world.env)
+        driver = make_driver(world) if make_driver is not None else None
+        try:
+            return _drive(world, spec, name, driver, on_start)
+        finally:
+            if driver is not None:
+                driver.close()
     finally:
         world.close()
 
 
-def _drive(world, spec, planned, rig, controller_config, on_start, frame_sink) -> EpisodeResult:
-    runtime = renderer = controller = None
-    feed_from = 0
-    frame_steps: set[int] = set()
-    if planned is not None:
-        name, planner, config = planned
-        control = dataclasses.replace(config.control, rate_hz=1.0 / spec.replan_period_s)
-        config = dataclasses.replace(config, control=control)
-        clock = VirtualClock(world.stamp_ns())
-        runtime = PlannerRuntime(config, planner, clock, timing="ideal")
-        from blockplan.sim.render import RigRenderer
-
-        renderer = RigRenderer(rig, road_map_from_network(world.env.road.network))
-        frame_steps = _frame_steps(spec, config, world.step_index)
-        fw = config.frame_window
-        # Inputs start shortly before the first window (the spawn transients come earlier).
-        feed_from = -_steps(fw.num_frames * fw.frame_period_s + FEED_MARGIN_S)
-        controller = TrackingController(controller_config)
-    else:
-        name = EXPERT
-    prev_yaw = None
-    held = None  # (trajectory, pose at its stamp)
+def _drive(
+    world: ClosedLoopWorld,
+    spec: EpisodeSpec,
+    name: str,
+    driver: PlannerDriver | None,
+    on_start: Hook | None,
+) -> EpisodeResult:
+    """Step the world from the warm-up to the end, a collision or a lane departure."""
     trace = Trace()
     collided = departed = False
-    control_every, replan_every = _steps(1.0 / spec.control_hz), _steps(spec.replan_period_s)
-    last_step = _steps(spec.duration_s)
     while True:
         i = world.step_index
-        if runtime is not None and i >= feed_from:
-            yaw_rate = _yaw_rate(world, prev_yaw)
-            runtime.on_odometry(world.ego_state(yaw_rate))
-            if i in frame_steps:
-                images = renderer.render(world.snapshot())
-                for camera, image in images.items():
-                    runtime.on_frame(CameraFrame(camera, world.stamp_ns(), image))
-                if frame_sink is not None and i >= 0:
-                    frame_sink(world.t, images)
-        prev_yaw = world.ego_pose().yaw
+        if driver is not None:
+            driver.feed()
         if i == 0 and on_start is not None:
             on_start(world.env)
-        if i == 0 and runtime is not None:
-            world.take_control(controller.config.acceleration_range,
-                               controller.config.steering_range_rad)  # fmt: skip
+        if i == 0 and driver is not None:
+            driver.take_control()
         if i >= 0:
             pose = world.ego_pose()
-            if not world.on_road():
-                departed = True
-            if i % control_every == 0 or departed or i == last_step:
+            departed = not world.on_road()
+            if i % spec.control_every == 0 or departed or i == spec.last_step:
                 trace.add(world.t, pose.x, pose.y, pose.speed)
-            if departed or i >= last_step:
+            if departed or i >= spec.last_step:
                 break
-            if runtime is not None:
-                if i % replan_every == 0:
-                    runtime.clock.set(world.stamp_ns())
-                    ego = world.env.vehicle
-                    runtime.on_route_command(
-                        route_command(world.env.road.network, world.route, ego.position,
-                                      float(ego.speed))
-                    )  # fmt: skip
-                    out = runtime.tick()
-                    traj_pose = Pose2D.from_ego_state(out.ego) if out.ego else Pose2D(
-                        pose.x, pose.y, pose.yaw)  # fmt: skip
-                    held = (out.trajectory, traj_pose)
-                if i % control_every == 0:
-                    cmd = controller.command(
-                        held[0], held[1], Pose2D(pose.x, pose.y, pose.yaw), pose.speed,
-                        world.stamp_ns(), 1.0 / spec.control_hz,
-                    )  # fmt: skip
-                    world.act(cmd.action)
+            if driver is not None and i % spec.replan_every == 0:
+                driver.replan(pose)
+            if driver is not None and i % spec.control_every == 0:
+                driver.control(pose)
         world.step()
         if world.crashed:
             if world.step_index <= 0:
-                raise WarmupCrash(f"{spec.scenario.name} seed {spec.seed}: the expert crashed "
-                                  "during the warm-up")  # fmt: skip
+                raise WarmupCrash(
+                    f"{spec.scenario.name} seed {spec.seed}: the expert crashed during the warm-up"
+                )
             collided = True
             pose = world.ego_pose()
             trace.add(world.t, pose.x, pose.y, pose.speed)
             break
-    counters = {}
-    if runtime is not None:
-        m = runtime.metrics()
-        counters = {k: int(m.get(k, 0)) for k in ("ticks", "plans", "fallbacks", "invalid_plans",
-                                                  "planner_errors")}  # fmt: skip
-        runtime.close()
     return EpisodeResult(
         policy=name,
         scenario=spec.scenario.name,
@@ -219,5 +291,5 @@ def _drive(world, spec, planned, rig, controller_config, on_start, frame_sink) -
         departed=departed,
         progress_m=trace.progress_m(),
         mean_abs_jerk=trace.mean_abs_jerk(),
-        counters=counters,
+        counters=driver.counters() if driver is not None else {},
     )

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from blockplan.types import DEFAULT_ROUTE_COMMAND
+
 TURN_RAD = np.radians(45.0)
 LOOKAHEAD_S = 8.0  # as the labels' route look-ahead
 MIN_LOOKAHEAD_M = 20.0
@@ -28,7 +30,7 @@ def route_command(network: Any, route: list[tuple], position: np.ndarray, speed:
     """`position`: the ego's highway-env position. `route`: the ego's planned lane indices."""
     roads = [(r[0], r[1]) for r in route if r[0] in network.graph and r[1] in network.graph[r[0]]]
     if not roads:
-        return "lane_follow"
+        return DEFAULT_ROUTE_COMMAND
     dists = [_closest_lane(network, r, position).distance(position) for r in roads]
     i = int(np.argmin(dists))
     lane = _closest_lane(network, roads[i], position)
@@ -53,4 +55,4 @@ def route_command(network: Any, route: list[tuple], position: np.ndarray, speed:
         return "turn_left"
     if dyaw < -TURN_RAD:
         return "turn_right"
-    return "straight" if in_junction else "lane_follow"
+    return "straight" if in_junction else DEFAULT_ROUTE_COMMAND

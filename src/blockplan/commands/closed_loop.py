@@ -11,7 +11,6 @@ from pathlib import Path
 
 from blockplan.config import add_set_argument
 
-HELP = "drive the ego in highway-env with the planner (closed loop) next to the expert and CV"
 POLICIES = ("model", "expert", "constant_velocity")
 
 
@@ -27,11 +26,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "params file if that folder exists, else random-init)",
     )
     parser.add_argument("--duration", type=float, default=20.0, help="simulated s per episode")
-    parser.add_argument("--replan-period", type=float, default=0.5,
-                        help="s between plans (runtime ticks); a multiple of 0.05 (default 0.5)")  # fmt: skip
+    parser.add_argument(
+        "--replan-period",
+        type=float,
+        default=0.5,
+        help="s between plans (runtime ticks); a multiple of 0.05 (default 0.5)",
+    )
     parser.add_argument("--control-hz", type=float, default=10.0, help="controller rate (Hz)")
-    parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES),
-                        help="which policies to run (default: all three)")  # fmt: skip
+    parser.add_argument(
+        "--policies",
+        nargs="+",
+        choices=POLICIES,
+        default=list(POLICIES),
+        help="which policies to run (default: all three)",
+    )
     parser.add_argument("--render-dir", help="write PNG camera grids of the first planner episode")
     parser.add_argument("--params", help="ROS 2 params YAML (default: the shipped planner.yaml)")
     add_set_argument(parser)
@@ -53,15 +61,7 @@ def _default_model(config) -> str:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from blockplan.closedloop import (
-        EXPERT,
-        EpisodeSpec,
-        WarmupCrash,
-        aggregate,
-        run_expert_episode,
-        run_planner_episode,
-    )
-    from blockplan.closedloop.frames_out import FrameWriter
+    from blockplan.closedloop import EpisodeSpec, run_evaluation
     from blockplan.config import ConfigError, default_params_path, load_config
     from blockplan.runtime.model import ModelLoadError, load_model
     from blockplan.sim.rig import load_rig
@@ -81,62 +81,47 @@ def run(args: argparse.Namespace) -> int:
         rig = load_rig(args.rig)
         scenario = get_scenario(args.scenario)
         specs = [
-            EpisodeSpec(scenario, args.seed + k, args.duration, args.control_hz,
-                        args.replan_period)
+            EpisodeSpec(scenario, args.seed + k, args.duration, args.control_hz, args.replan_period)
             for k in range(args.episodes)
-        ]  # fmt: skip
+        ]
     except (ConfigError, ModelLoadError, ScenarioError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    results: dict[str, list] = {p: [] for p in args.policies}
-    skipped: list[int] = []
-    writer = None
-    bar = tqdm(total=len(specs) * len(args.policies), unit="episode", desc="closed loop",
-               disable=args.no_progress, file=sys.stderr)  # fmt: skip
+    bar = tqdm(
+        total=len(specs) * len(args.policies),
+        unit="episode",
+        desc="closed loop",
+        disable=args.no_progress,
+        file=sys.stderr,
+    )
     start = time.perf_counter()
-    for spec in specs:
-        try:
-            episode = {}
-            for policy in args.policies:
-                bar.set_postfix_str(f"seed {spec.seed} {policy}")
-                if policy == EXPERT:
-                    episode[policy] = run_expert_episode(spec)
-                else:
-                    sink = None
-                    if args.render_dir and writer is None:
-                        writer = sink = FrameWriter(args.render_dir, f"{scenario.name}-{spec.seed}")
-                    episode[policy] = run_planner_episode(
-                        spec, policy, planners[policy], config, rig, frame_sink=sink
-                    )
-                bar.update(1)
-        except WarmupCrash:
-            skipped.append(spec.seed)
-            bar.update(len(args.policies) - len(episode))
-            continue
-        for policy, result in episode.items():
-            results[policy].append(result)
-    bar.close()
-    doc = {p: aggregate(results[p]) for p in args.policies}
+    with bar:
+        evaluation = run_evaluation(
+            specs, args.policies, planners, config, rig, args.render_dir, progress=bar
+        )
+    doc = evaluation.summary()
     doc["run"] = {
         "scenario": scenario.name,
-        "seeds": [s.seed for s in specs if s.seed not in skipped],
-        "skipped_seeds_expert_crashed_in_warmup": skipped,
+        "seeds": [s.seed for s in specs if s.seed not in evaluation.skipped_seeds],
+        "skipped_seeds_expert_crashed_in_warmup": evaluation.skipped_seeds,
         "model": model if "model" in args.policies else None,
         "decoding": config.decoding.strategy,
         "duration_s": args.duration,
         "replan_period_s": args.replan_period,
         "control_hz": args.control_hz,
         "wall_s": round(time.perf_counter() - start, 1),
-        "frames": [str(p) for p in writer.written] if writer else [],
+        "frames": [str(p) for p in evaluation.frames],
     }
-    doc["episodes"] = [r.to_json() for p in args.policies for r in results[p]]
+    doc["episodes"] = evaluation.episodes()
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
     for policy in args.policies:
         m = doc[policy]
         if m["episodes"]:
-            print(f"{policy:>18}: collisions {m['collision_rate']:.2f}  progress "
-                  f"{m['progress_m']:.1f} m  lane departures {m['lane_departure_rate']:.2f}  "
-                  f"|jerk| {m['mean_abs_jerk']:.3f} m/s^3  ({m['episodes']} episodes)")  # fmt: skip
+            print(
+                f"{policy:>18}: collisions {m['collision_rate']:.2f}  progress "
+                f"{m['progress_m']:.1f} m  lane departures {m['lane_departure_rate']:.2f}  "
+                f"|jerk| {m['mean_abs_jerk']:.3f} m/s^3  ({m['episodes']} episodes)"
+            )
     print(f"wrote {args.json}")
     return 0

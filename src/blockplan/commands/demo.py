@@ -22,7 +22,6 @@ from blockplan.replay import ReplayInputError, load_planner, run_replay
 from blockplan.replay.planners import RANDOM_INIT, resolve_model_dir
 
 log = logging.getLogger(__name__)
-HELP = "simulate a short scenario, replay it with the shipped model, write the report"
 # What a demo writes into its folder (and may replace on the next run).
 DEMO_FILES = (
     "sim.mcap",

@@ -17,8 +17,6 @@ from blockplan.config import (
 )
 from blockplan.replay import ReplayInputError, ReplayOutputs, load_planner, run_replay
 
-HELP = "replay a ROS 2 bag through the control loop: plans.mcap, metrics.json, report.html"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("bag", help="input bag: a rosbag2 folder, or an .mcap / .db3 file")

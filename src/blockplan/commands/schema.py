@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from blockplan.schema import (
+    DEFAULT_BLOCK_SIZE,
     DrivingSchema,
     SchemaError,
     build_default_tokenizer,
@@ -19,7 +20,7 @@ from blockplan.schema import (
 )
 from blockplan.schema.corpus import DEFAULT_VOCAB_SIZE
 
-# ALGORITHMS.md §2: Fast-dDrive's schema with Qwen2.5-VL's tokenizer, d = 32.
+# docs/ALGORITHMS.md §2: Fast-dDrive's schema with Qwen2.5-VL's tokenizer, d = 32.
 FAST_DDRIVE_COUNTS = {
     "critical_objects": (12, 80, 1),
     "explanation": (192, 6, 6),
@@ -33,7 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tokenizer", help="a tokenizer.json (or a folder holding one); default: the shipped one"
     )
     parser.add_argument(
-        "--block-size", type=int, default=32, help="decoding block size d (default 32)"
+        "--block-size",
+        type=int,
+        default=DEFAULT_BLOCK_SIZE,
+        help=f"decoding block size d (default {DEFAULT_BLOCK_SIZE})",
     )
     parser.add_argument(
         "--explanation-budget",

@@ -153,7 +153,10 @@ def run_bench(
     with_hf = with_hf and planner.model.config.decoder.mrope_section is None
     if with_hf:
         runners["hf_generate"] = hf_generate_runner(planner)
-    inputs = [synthetic_observation(planner.config, seed + i) for i in range(warmup + iters)]
+    inputs = [
+        synthetic_observation(planner.config, seed + i, schema=planner.schema)
+        for i in range(warmup + iters)
+    ]
     runs: dict[str, list[Run]] = {name: [] for name in runners}
     for i, obs in enumerate(inputs):
         say(f"bench: round {i + 1}/{len(inputs)}" + (" (warm-up)" if i < warmup else ""))

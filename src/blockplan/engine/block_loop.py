@@ -3,7 +3,7 @@
 The answer is decoded left to right in *windows* [w, e) of answer positions. The KV cache
 holds the prompt and answer positions [0, w) for every row; the token at w is known (it is
 structural, or it was chosen from the logits that predict it — the token shift of
-ALGORITHMS §1: position i is predicted by the hidden state at i - 1). Per window:
+docs/ALGORITHMS.md §1: position i is predicted by the hidden state at i - 1). Per window:
 
 1. `propose` fills the editable unknown slots of (w, e): nothing (AR), one bidirectional
    draft forward (scaffold spec), or confidence-threshold denoising (section diffusion).

@@ -70,8 +70,25 @@ class DecodeResult:
     timings_ms: dict[str, float]
 
 
-def new_cache(model: TokenModel, config_len: int, max_batch: int, dtype: torch.dtype) -> KVCache:
-    return KVCache.for_model(model.config, config_len, max_batch, dtype)  # type: ignore[attr-defined]
+def cached_strategy(options: DecodeOptions) -> Callable[[DecodeContext, AnswerState], None]:
+    """The block-loop decoder (after the prompt prefill) of `options.strategy`: every strategy
+    but `full_diffusion`. Raises ValueError naming the valid strategies for any other name."""
+    name = options.strategy
+    if name == "ar":
+        return decode_ar
+    if name == "scaffold_spec":
+        return decode_scaffold_spec
+    if name == "section_diffusion":
+        return lambda ctx, state: decode_section_diffusion(ctx, state, options.confidence_threshold)
+    if name == "rollouts":
+
+        def run_rollouts(ctx: DecodeContext, state: AnswerState) -> None:
+            streams = rollout_streams(options.seed, options.num_rollouts, options.stream_salt)
+            picker = SamplingPicker(options.temperature, streams)
+            decode_rollouts(ctx, state, picker, options.num_rollouts)
+
+        return run_rollouts
+    raise ValueError(f"strategy={name!r}: must be one of {list(STRATEGIES)}")
 
 
 @torch.no_grad()
@@ -110,19 +127,11 @@ def decode(
         )
         timings = {"full_diffusion": (time.perf_counter() - t0) * 1e3}
     else:
+        run_blocks = cached_strategy(options)  # an unknown name fails before any forward
         state = (prefill_with or prefill)(ctx, embeds, prompt_mask)
         synchronize(embeds.device)
         timings = {"prefill": (time.perf_counter() - t0) * 1e3}
-        if options.strategy == "ar":
-            decode_ar(ctx, state)
-        elif options.strategy == "scaffold_spec":
-            decode_scaffold_spec(ctx, state)
-        elif options.strategy == "section_diffusion":
-            decode_section_diffusion(ctx, state, options.confidence_threshold)
-        else:  # rollouts
-            streams = rollout_streams(options.seed, options.num_rollouts, options.stream_salt)
-            picker = SamplingPicker(options.temperature, streams)
-            decode_rollouts(ctx, state, picker, options.num_rollouts)
+        run_blocks(ctx, state)
         timings.update(ctx.stats.section_ms)
     if not state.is_known.all():
         raise RuntimeError(f"{options.strategy}: answer slots left undecided")  # a bug

@@ -1,10 +1,11 @@
-"""KVCache: preallocated K/V buffers with verbs (commit, truncate, fork, reset).
+"""KVCache: preallocated K/V buffers with verbs (commit, fork, rebase, append,
+reset).
 
 Layout: `kv` (layers, 2, batch, kv_heads, max_len, head_dim) holding the rotated keys and the
 values attention reads, `raw_keys` (layers, batch, kv_heads, max_len, head_dim) the same keys
 *before* RoPE, and `positions` (batch, max_len) each slot's rotary position. With the pre-RoPE
 key and the position, a slot can be re-based to a new position exactly (`rebase`,
-ALGORITHMS.md §6: rotating a stored rotated key again would accumulate rounding).
+docs/ALGORITHMS.md §6: rotating a stored rotated key again would accumulate rounding).
 
 A forward writes its S new tokens at slots [length, length + S) and sees [0, length + S);
 they stay *pending* until `commit(n)` keeps the first n of them. A later forward overwrites
@@ -101,13 +102,6 @@ class KVCache:
         if not 0 <= n <= self.num_pending:
             raise ValueError(f"KVCache.commit({n}): only {self.num_pending} slots pending")
         self.length += n
-        self.num_pending = 0
-
-    def truncate(self, length: int) -> None:
-        """Forget every slot from `length` on (rejected tokens)."""
-        if not 0 <= length <= self.length:
-            raise ValueError(f"KVCache.truncate({length}): only {self.length} slots committed")
-        self.length = length
         self.num_pending = 0
 
     def fork(self, n: int) -> None:

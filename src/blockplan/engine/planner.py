@@ -245,9 +245,10 @@ class Planner:
 
     def warmup(self, num_plans: int = 1) -> None:
         """Plan on synthetic inputs so first-call costs (allocation, kernel selection) are
-        paid before the first real observation (the ROS node's activate step)."""
+        paid before the first real observation. (The ROS node warms up with
+        `runtime.model.warm_up` instead: black frames, then `reset_stream`.)"""
         for i in range(num_plans):
-            self.plan(synthetic_observation(self.config, seed=i))
+            self.plan(synthetic_observation(self.config, seed=i, schema=self.schema))
 
     def parse(self, tokens: np.ndarray) -> DrivingAnswer:
         """Strictly parse one answer row; raises `ScaffoldParseError`."""

@@ -7,7 +7,8 @@ tokenizer.json): no cameras, frame count or answer format. They come from here:
   three front cameras and one frame per camera (any other set is a params file away);
 * the answer format: `fastddrive_schema()` (192-token explanation, `|<MASK>|`, BPE-aligned
   numbers), the image size the frames are resized to (448 x 448: 256 tokens per image) and
-  the block size (32), each overridable by an optional `blockplan.json` in the folder:
+  the block size (`DEFAULT_BLOCK_SIZE`, 32, unless config.json records `bd_size`), each
+  overridable by an optional `blockplan.json` in the folder:
   `{"schema": {...DrivingSchema fields...}, "image_size": [h, w], "block_size": 32}`.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 
 import torch
 
-from blockplan.config import CameraConfig, PlannerConfig
+from blockplan.config import DEFAULT_CAMERA_TOPIC, CameraConfig, PlannerConfig
 from blockplan.model.config import ModelConfigError
 from blockplan.model.qwen2_5_vl.model import QwenVLModel
 from blockplan.model.qwen2_5_vl.planner_model import (
@@ -30,7 +31,12 @@ from blockplan.model.qwen2_5_vl.planner_model import (
 )
 from blockplan.model.qwen2_5_vl.presets import QWEN_PRESETS, random_qwen_model, with_depth
 from blockplan.model.weights import read_config
-from blockplan.schema import DrivingSchema, fastddrive_schema, schema_to_dict
+from blockplan.schema import (
+    DEFAULT_BLOCK_SIZE,
+    DrivingSchema,
+    fastddrive_schema,
+    schema_to_dict,
+)
 from blockplan.schema.qwen_tokens import build_qwen_like_tokenizer
 from blockplan.schema.tokenizer import JsonTokenizer
 
@@ -43,7 +49,7 @@ def fastddrive_config(base: PlannerConfig | None = None) -> PlannerConfig:
     """`base` (default: the defaults) with Fast-dDrive's 3 cameras and 1 frame each."""
     base = base or PlannerConfig()
     cameras = tuple(
-        CameraConfig(name=n, topic=f"/camera/{n}/image_raw") for n in FASTDDRIVE_CAMERAS
+        CameraConfig(name=n, topic=DEFAULT_CAMERA_TOPIC.format(name=n)) for n in FASTDDRIVE_CAMERAS
     )
     window = dataclasses.replace(base.frame_window, num_frames=1)
     return dataclasses.replace(base, cameras=cameras, frame_window=window)
@@ -79,7 +85,7 @@ def qwen_planner_model(
         camera_names=config.camera_names,
         num_frames=config.frame_window.num_frames,
         image_size=tuple(settings.get("image_size", DEFAULT_IMAGE_SIZE)),
-        block_size=int(settings.get("block_size", 32)),
+        block_size=int(settings.get("block_size", DEFAULT_BLOCK_SIZE)),
         schema=schema_to_dict(schema),
     )
     return QwenPlannerModel(net, model_config), schema

@@ -1,4 +1,4 @@
-"""The five decoding strategies (ALGORITHMS.md §4) as small functions on one block loop.
+"""The five decoding strategies (docs/ALGORITHMS.md §4) as small functions on one block loop.
 
 Cached strategies differ only in where a window ends and what fills its unknown slots:
 

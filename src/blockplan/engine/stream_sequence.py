@@ -13,7 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from blockplan.config import PlannerConfig
-from blockplan.types import NS_PER_S, CameraFrame, EgoState, Observation
+from blockplan.engine.synthetic import straight_history
+from blockplan.schema import DrivingSchema
+from blockplan.types import NS_PER_S, CameraFrame, Observation
 
 
 def frame_image(camera_index: int, frame_number: int, size: tuple[int, int]) -> np.ndarray:
@@ -30,11 +32,15 @@ def frame_image(camera_index: int, frame_number: int, size: tuple[int, int]) -> 
 
 
 def stream_observation(
-    config: PlannerConfig, tick: int, size: tuple[int, int] = (36, 64), speed: float = 8.0
+    config: PlannerConfig,
+    tick: int,
+    size: tuple[int, int] = (36, 64),
+    speed: float = 8.0,
+    schema: DrivingSchema | None = None,
 ) -> Observation:
     """The observation of tick `tick` (>= 0) of the stream (see the module)."""
     T = config.frame_window.num_frames
-    return window_observation(config, [list(range(tick, tick + T))], size, speed)
+    return window_observation(config, [list(range(tick, tick + T))], size, speed, schema)
 
 
 def window_observation(
@@ -42,10 +48,12 @@ def window_observation(
     numbers: Sequence[Sequence[int]],
     size: tuple[int, int] = (36, 64),
     speed: float = 8.0,
+    schema: DrivingSchema | None = None,
 ) -> Observation:
     """An observation whose camera k holds the stream's frames `numbers[k]` (T frame numbers,
     oldest first; one list for every camera when only one is given): windows that share any
-    frames with earlier ones, at any slots. Stamped at the newest frame."""
+    frames with earlier ones, at any slots. Stamped at the newest frame; the ego history is
+    `straight_history` of `schema`."""
     T = config.frame_window.num_frames
     cameras = config.camera_names
     rows = list(numbers) * len(cameras) if len(numbers) == 1 else list(numbers)
@@ -60,9 +68,5 @@ def window_observation(
     ]
     last = max(max(r) for r in rows)
     stamp = base + last * period_ns
-    v = speed + 0.5 * np.sin(0.3 * (last - T + 1))
-    ego = tuple(
-        EgoState(stamp - int((3.0 - 0.5 * i) * NS_PER_S), v * 0.5 * i, 0.0, 0.0, float(v))
-        for i in range(7)
-    )
-    return Observation(stamp, tuple(frames), ego)
+    v = float(speed + 0.5 * np.sin(0.3 * (last - T + 1)))
+    return Observation(stamp, tuple(frames), straight_history(stamp, v, schema))

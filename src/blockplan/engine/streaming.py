@@ -2,7 +2,7 @@
 
 Each control tick brings new frames; most of the window's frames were already in an earlier
 window, at another slot (view-major prompt: camera k's frames oldest → newest occupy image
-spans k·T … k·T+T−1). ALGORITHMS.md §6, DECODING.md "Streaming".
+spans k·T … k·T+T−1). docs/ALGORITHMS.md §6, docs/DECODING.md "Streaming".
 
 `StreamingPrefill` keeps the pre-RoPE keys and the values of the prompt header and of every
 frame an earlier window held (per frame key, engine/frame_cache.py, while a later window may

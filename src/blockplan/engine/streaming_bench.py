@@ -97,7 +97,7 @@ def run_streaming_bench(
     times: dict[str, list[dict[str, float]]] = {"streamed": [], "full": []}
     diffs = []
     for tick in range(ticks):
-        obs = stream_observation(planner.config, tick, image_size)
+        obs = stream_observation(planner.config, tick, image_size, schema=planner.schema)
         logits_s, ms_s = prefill_logits(stream, obs)
         logits_f, ms_f = prefill_logits(full, obs)
         diffs.append(float((logits_s - logits_f).abs().max()))
@@ -116,7 +116,7 @@ def run_streaming_bench(
     stream.reset_stream()
     same, drift, plan_s, plan_f = 0, [], [], []
     for tick in range(plans):
-        obs = stream_observation(planner.config, tick, image_size)
+        obs = stream_observation(planner.config, tick, image_size, schema=planner.schema)
         a, b = stream.decode(obs, strategy), full.decode(obs, strategy)
         same += bool(np.array_equal(a.result.tokens, b.result.tokens))
         drift.append(ade(a.plan.answer.waypoints, b.plan.answer.waypoints))

@@ -5,15 +5,34 @@ from __future__ import annotations
 import numpy as np
 
 from blockplan.config import PlannerConfig
-from blockplan.types import NS_PER_S, CameraFrame, EgoState, Observation
+from blockplan.schema import DrivingSchema
+from blockplan.types import NS_PER_S, CameraFrame, EgoState, Observation, seconds_to_ns
+
+
+def straight_history(
+    stamp_ns: int, speed: float, schema: DrivingSchema | None = None
+) -> tuple[EgoState, ...]:
+    """The ego driving straight along x at `speed`: one state per prompt history row of
+    `schema` (default: `DrivingSchema()`), `history_period_s` apart, the last at `stamp_ns`."""
+    schema = schema or DrivingSchema()
+    n, period = schema.num_history, schema.history_period_s
+    return tuple(
+        EgoState(
+            stamp_ns - seconds_to_ns(period * (n - 1 - i)), speed * period * i, 0.0, 0.0, speed
+        )
+        for i in range(n)
+    )
 
 
 def synthetic_observation(
-    config: PlannerConfig, seed: int, size: tuple[int, int] = (90, 160)
+    config: PlannerConfig,
+    seed: int,
+    size: tuple[int, int] = (90, 160),
+    schema: DrivingSchema | None = None,
 ) -> Observation:
     """Random camera images of `size` (H, W) — sky above a horizon, ground below, noise —
     for every configured camera and frame (view-major), and a straight constant-speed ego
-    history ending at the observation stamp."""
+    history ending at the observation stamp (`straight_history` of `schema`)."""
     rng = np.random.default_rng(seed)
     H, W = size
     rows = np.linspace(0, 1, H)[:, None, None]
@@ -29,9 +48,5 @@ def synthetic_observation(
     names = [n for n in config.camera_names for _ in range(config.frame_window.num_frames)]
     stamp = 100 * NS_PER_S
     speed = float(rng.uniform(2.0, 15.0))
-    ego = tuple(
-        EgoState(stamp - int((3.0 - 0.5 * i) * NS_PER_S), speed * 0.5 * i, 0.0, 0.0, speed)
-        for i in range(7)
-    )
     cams = tuple(CameraFrame(n, stamp, im) for n, im in zip(names, frames, strict=True))
-    return Observation(stamp, cams, ego)
+    return Observation(stamp, cams, straight_history(stamp, speed, schema))

@@ -87,7 +87,7 @@ class Attention(nn.Module):
     """Grouped-query attention with QKV bias (Qwen2) under an explicit additive mask.
 
     The cache keeps each key both rotated (what attention uses) and before RoPE, so a
-    cached token can be re-based to a new position exactly (ALGORITHMS.md §6).
+    cached token can be re-based to a new position exactly (docs/ALGORITHMS.md §6).
     """
 
     def __init__(self, config: DecoderConfig, layer_index: int) -> None:

@@ -7,9 +7,11 @@ committed slots followed by the S new tokens, so L = past + S.
 * draft:         the window sees the whole cached prefix and all of itself (bidirectional
                  inside the window) — the draft and denoising forwards.
 * block-causal:  the answer is cut into blocks; inside a block attention is bidirectional,
-                 across blocks causal, so a finished block's K/V never change (ALGORITHMS §1).
+                 across blocks causal, so a finished block's K/V never change
+                 (docs/ALGORITHMS.md §1).
 * frame-local:   in the prompt, a camera frame's visual tokens see the prompt header and
-                 their own frame only; text tokens see everything before them (ALGORITHMS §6).
+                 their own frame only; text tokens see everything before them
+                 (docs/ALGORITHMS.md §6).
                  With `attend_header=False` (model setting `visual_attention="frame_only"`)
                  they see their own frame only: the exactly streamable layout.
 """

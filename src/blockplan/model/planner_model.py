@@ -20,7 +20,7 @@ from blockplan.model.decoder import Decoder
 from blockplan.model.positions import PromptPositions
 from blockplan.model.vision import VisionConfig, VisionTower
 from blockplan.model.weights import decoder_from_state, load_state, save_folder
-from blockplan.schema.layout import ImageSpan, PromptLayout
+from blockplan.schema.layout import DEFAULT_BLOCK_SIZE, ImageSpan, PromptLayout
 
 MODEL_TYPE = "blockplan_planner"
 VISUAL_PREFIX = "visual."
@@ -41,7 +41,7 @@ class PlannerModelConfig:
     vision: VisionConfig
     camera_names: tuple[str, ...]
     num_frames: int
-    block_size: int = 32
+    block_size: int = DEFAULT_BLOCK_SIZE
     schema: dict[str, Any] = field(default_factory=dict)  # opaque to the model
     visual_attention: str = "frame_and_header"  # one of VISUAL_ATTENTION
     frame_slot_embedding: bool = True  # a learned embedding per frame slot on visual tokens
@@ -94,7 +94,7 @@ class PlannerModelConfig:
                 vision=VisionConfig.from_dict(d["vision_config"]),
                 camera_names=tuple(d["camera_names"]),
                 num_frames=int(d["num_frames"]),
-                block_size=int(d.get("block_size", 32)),
+                block_size=int(d.get("block_size", DEFAULT_BLOCK_SIZE)),
                 schema=dict(d.get("schema") or {}),
                 # Folders written before these settings existed have the default layout.
                 visual_attention=str(d.get("visual_attention", "frame_and_header")),

@@ -8,6 +8,7 @@ from typing import Any
 from blockplan.model.config import DecoderConfig, ModelConfigError
 from blockplan.model.planner_model import PlannerModelConfig
 from blockplan.model.vision import VisionConfig
+from blockplan.schema.layout import DEFAULT_BLOCK_SIZE
 
 # Decoder sizes; the vocabulary comes from the tokenizer.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -53,7 +54,7 @@ def preset_config(
     vocab_size: int,
     camera_names: tuple[str, ...],
     num_frames: int,
-    block_size: int = 32,
+    block_size: int = DEFAULT_BLOCK_SIZE,
     schema: Any = None,
     max_position_embeddings: int = 4096,
 ) -> PlannerModelConfig:

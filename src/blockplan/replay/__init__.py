@@ -1,5 +1,5 @@
 """Offline replay: the control loop over a ROS 2 bag on its virtual clock, with metrics, an
-HTML report and PNG plots (DESIGN.md §5)."""
+HTML report and PNG plots (docs/DESIGN.md §5)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ initialised model of a preset size, or a named baseline.
 `--model` accepts:
 * a folder (as given, or relative to the package root where models/ ships);
 * `random-init` or `random-init:<preset>` — blockplan.engine's Planner with random weights;
-* `constant-velocity` — the baseline of ALGORITHMS.md §9.
+* `constant-velocity` — the baseline of docs/ALGORITHMS.md §9.
 
 The resolution is the live node's (`blockplan.runtime.model.load_model`); a folder's manifest is
 verified when present but not required here.

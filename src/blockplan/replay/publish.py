@@ -1,5 +1,5 @@
 """Writes what the control loop publishes into the output bag, as the live node would
-publish it (DESIGN.md §4), next to copies of the input topics. The messages per tick come
+publish it (docs/DESIGN.md §4), next to copies of the input topics. The messages per tick come
 from `blockplan.bags.tick.TickMessages`, the same builder the live node publishes with."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ROS 2 adapter (DESIGN.md §1): the only code that imports rclpy.
+"""The ROS 2 adapter (docs/DESIGN.md §1): the only code that imports rclpy.
 
 `blockplan.ros.node` holds the rclpy `PlannerNode`; `interfaces` holds the rclpy QoS,
 descriptor and clock glue; `params` (pure Python, tested without ROS) maps the config tree to

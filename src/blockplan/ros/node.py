@@ -1,4 +1,4 @@
-"""PlannerNode: the rclpy lifecycle node around the ROS-free `PlannerRuntime` (DESIGN.md §4).
+"""PlannerNode: the rclpy lifecycle node around the ROS-free `PlannerRuntime` (docs/DESIGN.md §4).
 
 The node only adapts: it converts messages with `blockplan.bags` (through `ModuleMessages`,
 rclpy's generated classes), feeds the runtime, calls its tick from a timer and publishes what

@@ -1,4 +1,4 @@
-"""Per-camera ring buffers and the K cameras × T frames window snapshot (DESIGN.md §5).
+"""Per-camera ring buffers and the K cameras × T frames window snapshot (docs/DESIGN.md §5).
 
 Each camera keeps a bounded, time-ordered buffer of its newest frames. A snapshot at `now`
 picks for every camera its newest frame (fresh when at most `max_frame_age_s` old) and the

@@ -1,4 +1,4 @@
-"""The fixed-rate control loop (DESIGN.md §5), ROS-free.
+"""The fixed-rate control loop (docs/DESIGN.md §5), ROS-free.
 
 Inputs arrive through `on_frame`, `on_odometry`, `on_route_command` and `on_invalid_input`
 (from subscription callbacks live, from the bag in replay). A timer calls `tick()` at
@@ -38,7 +38,7 @@ from blockplan.runtime.worker import (
     VirtualWorker,
 )
 from blockplan.trajectory import Fallback, Pose2D
-from blockplan.types import CameraFrame, EgoState, Observation, seconds_to_ns
+from blockplan.types import DEFAULT_ROUTE_COMMAND, CameraFrame, EgoState, Observation, seconds_to_ns
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class PlannerRuntime:
         stopwatch: Stopwatch = default_stopwatch,
     ) -> None:
         """timing: None runs the planner on a worker thread (live); "ideal" / "measured" run
-        it on a `VirtualWorker` (replay on a virtual clock, DESIGN.md §5)."""
+        it on a `VirtualWorker` (replay on a virtual clock, docs/DESIGN.md §5)."""
         self.config = config
         postprocess = functools.partial(
             plan_trajectory,
@@ -80,7 +80,7 @@ class PlannerRuntime:
         self.ego = EgoHistory(self.limits)
         self.fallback = Fallback(config.fallback, config.trajectory, config.gates)
         self.period_ns = seconds_to_ns(1.0 / config.control.rate_hz)
-        self.route_command = "lane_follow"
+        self.route_command = DEFAULT_ROUTE_COMMAND
         self.epoch = 0
         self.newest: AcceptedPlan | None = None
         self.last_output: TickOutput | None = None

@@ -1,4 +1,4 @@
-"""What a tick publishes (DESIGN.md §5 step 3): the newest valid plan stitched to now, or the
+"""What a tick publishes (docs/DESIGN.md §5 step 3): the newest valid plan stitched to now, or the
 fallback when there is none younger than `max_plan_age_s` or the caller forces it."""
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ class Planner(Protocol):
 
 
 class ConstantVelocityPlanner:
-    """The constant-velocity baseline (ALGORITHMS.md §9): keep the ego's current velocity
+    """The constant-velocity baseline (docs/ALGORITHMS.md §9): keep the ego's current velocity
     vector for 5 s. It ignores the images; it is the bar a learned planner must beat."""
 
     def plan(self, observation: Observation) -> Plan:

@@ -55,7 +55,7 @@ def plan_trajectory(
 ) -> ProcessedPlan:
     """The trajectory, rollouts (N, P, 2) and spread (P,) of `plan`: each rollout JMT-upsampled by
     the evaluation protocol, the rollouts that agree with the consensus (`consensus_rollouts`,
-    `max_deviation_m`) averaged (unless the planner already gave a trajectory), then gated.
+    `max_deviation_m`) averaged, then gated.
     `rollouts` holds all N; `spread` is over the averaged ones. Raises InvalidPlanError naming
     the problem."""
     waypoints = plan_rollouts(plan)  # (N, 5, 2)
@@ -68,7 +68,7 @@ def plan_trajectory(
         raise InvalidPlanError(f"plan at {plan.stamp_ns} ns: {e}") from e
     kept = consensus_rollouts(waypoints, max_deviation_m)
     average = average_rollouts([upsampled[i] for i in kept])
-    trajectory = plan.trajectory if plan.trajectory is not None else average.mean
+    trajectory = average.mean
     report = check_gates(trajectory, gates)
     if not report.ok:
         raise InvalidPlanError(f"plan at {plan.stamp_ns} ns fails the gates: {report.summary()}")

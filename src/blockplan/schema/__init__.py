@@ -12,6 +12,7 @@ from blockplan.schema.answer import render_answer_text
 from blockplan.schema.codec import EncodeReport, ScaffoldParseError, encode_answer, parse_answer
 from blockplan.schema.corpus import build_default_tokenizer, default_corpus
 from blockplan.schema.layout import (
+    DEFAULT_BLOCK_SIZE,
     SECTION_NAMES,
     Block,
     ImageSpan,
@@ -47,6 +48,7 @@ from blockplan.schema.tokenizer import (
 )
 
 __all__ = [
+    "DEFAULT_BLOCK_SIZE",
     "IMAGE_PLACEHOLDER",
     "SECTION_NAMES",
     "SPECIAL_TOKENS",

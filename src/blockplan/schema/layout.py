@@ -11,6 +11,10 @@ from typing import Protocol
 
 import numpy as np
 
+# Editable positions per decoding block (d) unless a model says otherwise: Fast-dLLM v2 /
+# Fast-dDrive's block size, and our models'.
+DEFAULT_BLOCK_SIZE = 32
+
 # Section names in causal order ("perceive, reason, decide, plan").
 SECTION_NAMES: tuple[str, ...] = (
     "critical_objects",

@@ -5,7 +5,7 @@ positions); every slot gets a fixed number of editable positions holding the mas
 So the answer's token sequence is the concatenation of per-piece encodings — the same in
 training (`encode_answer`) and decoding — and its length never depends on the values.
 
-Blocks (ALGORITHMS.md §2): section s with |E_s| editable positions gets n_s = ceil(|E_s| / d)
+Blocks (docs/ALGORITHMS.md §2): section s with |E_s| editable positions gets n_s = ceil(|E_s| / d)
 blocks, each holding at most d editable positions. The first block of a section starts at the
 section start; every later block starts at its first editable position, so the structural
 tokens after a block's last editable position stay in that block. A block therefore always

@@ -1,6 +1,6 @@
 """The driving schema as data: what the answer and the prompt hold, and their budgets.
 
-The answer is a JSON object with four sections in causal order (ALGORITHMS.md §2):
+The answer is a JSON object with four sections in causal order (docs/ALGORITHMS.md §2):
 
 * `critical_objects`: the 12 keys of `CRITICAL_OBJECT_KEYS`, each `"yes"` or `"no"`;
 * `explanation`: free text, `explanation_budget` tokens, padded with `<|NULL|>`;
@@ -29,7 +29,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from blockplan.types import CRITICAL_OBJECT_KEYS, NUM_WAYPOINTS, Lateral, Longitudinal
+from blockplan.types import (
+    CRITICAL_OBJECT_KEYS,
+    DEFAULT_ROUTE_COMMAND,
+    NUM_WAYPOINTS,
+    Lateral,
+    Longitudinal,
+)
 
 DEFAULT_SYSTEM_TEXT = (
     "You are the planner of an autonomous vehicle. From the camera images, the navigation "
@@ -38,9 +44,9 @@ DEFAULT_SYSTEM_TEXT = (
     "metres at t = 1..5 s in the ego frame at t0 (x forward, y left)."
 )
 
-# Navigation commands the prompt accepts (DESIGN.md §4, /planning/route_command).
+# Navigation commands the prompt accepts (docs/DESIGN.md §4, /planning/route_command).
 DEFAULT_ROUTE_COMMANDS: tuple[str, ...] = (
-    "lane_follow",
+    DEFAULT_ROUTE_COMMAND,
     "straight",
     "turn_left",
     "turn_right",

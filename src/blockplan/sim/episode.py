@@ -23,7 +23,6 @@ from blockplan.sim.world import (
     EgoPose,
     Snapshot,
     hw_to_rep_yaw,
-    wrap_angle,
 )
 
 # Car paint colours (RGB), picked per vehicle from its id.
@@ -246,7 +245,3 @@ def run_episode(scenario: Scenario, seed: int, duration_s: float) -> EpisodeLog:
         road=road,
         crashed_at=crashed_at,
     )
-
-
-def ego_yaw_wrapped(log: EpisodeLog, i: int) -> float:
-    return float(wrap_angle(log.ego[i, EGO_YAW]))

@@ -37,6 +37,7 @@ from blockplan.sim.explain import Situation, explain
 from blockplan.sim.world import KIND_OBSTACLE, KIND_VEHICLE, wrap_angle
 from blockplan.types import (
     CRITICAL_OBJECT_KEYS,
+    DEFAULT_ROUTE_COMMAND,
     NUM_WAYPOINTS,
     WAYPOINT_PERIOD_S,
     DrivingAnswer,
@@ -159,7 +160,7 @@ def _route_command(log: EpisodeLog, t0: float) -> str:
         return "turn_left"
     if dyaw < -np.radians(45.0):
         return "turn_right"
-    return "straight" if log.ego_in_junction[i0 : i1 + 1].any() else "lane_follow"
+    return "straight" if log.ego_in_junction[i0 : i1 + 1].any() else DEFAULT_ROUTE_COMMAND
 
 
 def _situation(log: EpisodeLog, t0: float) -> tuple[dict[str, bool], Situation]:

@@ -2,11 +2,13 @@
 
 The replay reads these names to find the cameras, odometry and the ground truth it scores
 itself against. Camera, odometry and route-command topics are the planner's inputs
-(DESIGN.md §4); the ground truth lives under /ground_truth so a replay never mistakes it for
+(docs/DESIGN.md §4); the ground truth lives under /ground_truth so a replay never mistakes it for
 an input.
 """
 
 from __future__ import annotations
+
+from blockplan.config import DEFAULT_CAMERA_TOPIC
 
 ODOM_TOPIC = "/odom"  # nav_msgs/msg/Odometry, odom -> base_link, every simulation step (20 Hz)
 TF_TOPIC = "/tf"  # tf2_msgs/msg/TFMessage, odom -> base_link, with every odometry message
@@ -17,9 +19,6 @@ GT_LABELS_TOPIC = "/ground_truth/labels"  # std_msgs/msg/String: JSON label (see
 
 ODOM_FRAME = "odom"
 BASE_FRAME = "base_link"
-
-IMAGE_TYPE = "sensor_msgs/msg/Image"
-COMPRESSED_IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
 
 TOPIC_TYPES: dict[str, str] = {
     ODOM_TOPIC: "nav_msgs/msg/Odometry",
@@ -33,9 +32,5 @@ TOPIC_TYPES: dict[str, str] = {
 
 def camera_topic(name: str, compressed: bool = False) -> str:
     """`/camera/<name>/image_raw`, or `.../image_raw/compressed` for CompressedImage (jpeg)."""
-    base = f"/camera/{name}/image_raw"
+    base = DEFAULT_CAMERA_TOPIC.format(name=name)
     return f"{base}/compressed" if compressed else base
-
-
-def camera_type(compressed: bool) -> str:
-    return COMPRESSED_IMAGE_TYPE if compressed else IMAGE_TYPE

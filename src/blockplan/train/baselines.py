@@ -1,4 +1,4 @@
-"""Open-loop baselines fitted and evaluated on the same split as the model (ALGORITHMS.md §9).
+"""Open-loop baselines fitted and evaluated on the same split as the model (docs/ALGORITHMS.md §9).
 
 * constant velocity: the ego keeps its ego-frame velocity at t0 for 5 s;
 * ego-status MLP: an MLP from the ego history rows and the route command (no images) to the

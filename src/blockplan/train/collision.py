@@ -1,4 +1,4 @@
-"""Collision check of a plan against other agents' true future boxes (ALGORITHMS.md §9).
+"""Collision check of a plan against other agents' true future boxes (docs/ALGORITHMS.md §9).
 
 The shards hold the ego's labels, not the other agents, so the test episodes are simulated
 again from their seeds (the simulator is deterministic per seed; `replay_episode` checks the

@@ -1,5 +1,5 @@
 """Open-loop evaluation on a held-out split: the model (scaffold_spec), N=4 shared-prefix
-rollouts, and the two baselines fitted/evaluated on the same data set (ALGORITHMS.md §9).
+rollouts, and the two baselines fitted/evaluated on the same data set (docs/ALGORITHMS.md §9).
 
 Per method: ADE@3s / ADE@5s (WOD-E2E: the 5 waypoints JMT-upsampled to 20 points at 4 Hz
 against the true 4 Hz future), L2 at 1/2/3 s in the UniAD convention (`l2_1s` …, error at t)

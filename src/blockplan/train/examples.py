@@ -62,9 +62,6 @@ class Examples(torch.utils.data.Dataset):
             "images": torch.from_numpy(self.images[idx]),
         }
 
-    def subset(self, indices: np.ndarray) -> Examples:
-        return Examples(**{k: getattr(self, k)[indices] for k in self.__dataclass_fields__})
-
 
 class ExampleEncoder:
     """Encodes (images, ego history, command, answer) against one recipe."""

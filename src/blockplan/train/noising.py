@@ -1,4 +1,4 @@
-"""Section-adaptive noising with complementary masks (ALGORITHMS.md §1, §3).
+"""Section-adaptive noising with complementary masks (docs/ALGORITHMS.md §1, §3).
 
 Per sample and section s, a mask ratio t_s ~ Beta(α_s, β_s) (at least `MIN_MASK_RATIO`);
 each maskable answer position of section s is masked with probability t_s. The second noisy

@@ -1,4 +1,5 @@
-"""The SASD objective: 0.5·L_diffusion + 0.5·L_AR with section weights (ALGORITHMS.md §1, §3).
+"""The SASD objective: 0.5·L_diffusion + 0.5·L_AR with section weights
+(docs/ALGORITHMS.md §1, §3).
 
 `SASDModule` wraps a `PlannerModel` for training (and is what DDP wraps): its forward takes a
 batch and the noisy copies drawn by `noising`, builds the two-stream sequence

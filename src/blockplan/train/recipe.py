@@ -18,6 +18,7 @@ from blockplan.model.planner_model import PlannerModelConfig
 from blockplan.model.presets import PRESETS, VISION_PRESETS, schema_to_dict
 from blockplan.model.vision import VisionConfig
 from blockplan.schema import (
+    DEFAULT_BLOCK_SIZE,
     DrivingSchema,
     PromptLayout,
     Scaffold,
@@ -69,7 +70,7 @@ class Recipe:
         num_frames: int,
         schema: DrivingSchema | None = None,
         tokenizer: Tokenizer | None = None,
-        block_size: int = 32,
+        block_size: int = DEFAULT_BLOCK_SIZE,
     ) -> Recipe:
         if arch not in ARCHS:
             raise ModelConfigError(f"arch={arch!r}: must be one of {sorted(ARCHS)}")

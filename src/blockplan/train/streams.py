@@ -1,4 +1,4 @@
-"""The two-stream training layout (ALGORITHMS.md §1) in one sequence of length P + (1 + n)·A:
+"""The two-stream training layout (docs/ALGORITHMS.md §1) in one sequence of length P + (1 + n)·A:
 
     [ prompt (P) | clean answer (A) | noisy copy 1 (A) | … | noisy copy n (A) ]
 

@@ -1,5 +1,5 @@
 """Trajectory maths (numpy/scipy, no torch): JMT upsampling, rollout averaging, stitching,
-validity gates, fallback and displacement metrics (ALGORITHMS.md §5, §9).
+validity gates, fallback and displacement metrics (docs/ALGORITHMS.md §5, §9).
 
 All trajectories are `blockplan.types.Trajectory` in the ego frame at their stamp.
 """

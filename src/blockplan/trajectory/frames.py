@@ -26,7 +26,7 @@ import numpy as np
 
 from blockplan.types import EgoState
 
-# Below this speed the heading of the velocity vector is meaningless (ALGORITHMS.md §5):
+# Below this speed the heading of the velocity vector is meaningless (docs/ALGORITHMS.md §5):
 # headings and curvatures derived from velocity are held at their last meaningful value.
 MIN_SPEED_FOR_HEADING = 0.5
 

@@ -1,4 +1,4 @@
-"""Validity gates on a trajectory (ALGORITHMS.md §9; limits in `GateConfig`).
+"""Validity gates on a trajectory (docs/ALGORITHMS.md §9; limits in `GateConfig`).
 
 Checks, each reported per offending sample as (check, index, value, limit):
 

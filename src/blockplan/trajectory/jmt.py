@@ -1,7 +1,7 @@
 """Jerk-minimizing trajectories (JMT): quintic polynomials with fixed end states.
 
 Minimising ∫ jerk² over [0, T] with position, velocity and acceleration fixed at both ends
-gives a quintic x(τ) = Σ c_k τ^k per axis (ALGORITHMS.md §5). With Δ = xf − x0:
+gives a quintic x(τ) = Σ c_k τ^k per axis (docs/ALGORITHMS.md §5). With Δ = xf − x0:
 
     c0 = x0,  c1 = v0,  c2 = a0 / 2
     c3 = [20Δ − (8 vf + 12 v0) T − (3 a0 − af) T²] / (2 T³)

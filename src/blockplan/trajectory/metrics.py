@@ -1,4 +1,4 @@
-"""Open-loop displacement metrics (ALGORITHMS.md §9).
+"""Open-loop displacement metrics (docs/ALGORITHMS.md §9).
 
 Every function takes trajectories as (P, 2) positions sampled at 4 Hz from t = 0.25 s (the
 WOD-E2E protocol: P = 20 points up to 5 s, JMT-upsampled with `upsample`), so the point at

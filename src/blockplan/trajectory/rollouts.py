@@ -1,4 +1,4 @@
-"""Averaging N trajectory rollouts (shared-prefix test-time scaling, ALGORITHMS.md §4.5).
+"""Averaging N trajectory rollouts (shared-prefix test-time scaling, docs/ALGORITHMS.md §4.5).
 
 The N rollouts of one plan share their stamp and sample times. The mean trajectory is the
 pointwise mean in time of positions, velocity vectors and acceleration vectors (so, because

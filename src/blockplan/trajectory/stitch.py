@@ -1,4 +1,4 @@
-"""Stitching a plan onto the present (DESIGN.md §5, ALGORITHMS.md §5).
+"""Stitching a plan onto the present (docs/DESIGN.md §5, docs/ALGORITHMS.md §5).
 
 A plan made at t0 is expressed in the ego frame at t0. At a later time `now` the control loop
 publishes it re-expressed in the ego frame at `now`, with the elapsed part dropped, and joined

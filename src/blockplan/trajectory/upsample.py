@@ -1,4 +1,4 @@
-"""JMT upsampling of the model's 5 waypoints (WOD-E2E evaluation protocol, ALGORITHMS.md §5).
+"""JMT upsampling of the model's 5 waypoints (WOD-E2E evaluation protocol, docs/ALGORITHMS.md §5).
 
 The model emits waypoints at t = 1..5 s in the ego frame at t0. The protocol:
 

@@ -25,7 +25,7 @@ from blockplan.model.positions import PromptPositions
 from blockplan.model.qwen2_5_vl.model import QwenVLModel
 from blockplan.model.qwen2_5_vl.preprocess import preprocess_image
 from blockplan.model.qwen2_5_vl.rope import mrope_positions
-from blockplan.schema.layout import ImageSpan, PromptLayout
+from blockplan.schema.layout import DEFAULT_BLOCK_SIZE, ImageSpan, PromptLayout
 
 DEFAULT_IMAGE_SIZE = (448, 448)  # 16 x 16 = 256 visual tokens per image
 
@@ -36,7 +36,7 @@ class QwenPlannerConfig:
     camera_names: tuple[str, ...]
     num_frames: int
     image_size: tuple[int, int] = DEFAULT_IMAGE_SIZE  # (height, width) px, multiples of 28
-    block_size: int = 32
+    block_size: int = DEFAULT_BLOCK_SIZE
     schema: dict[str, Any] = field(default_factory=dict)
     factor: int = 28  # patch_size * spatial_merge_size
 
