@@ -62,7 +62,9 @@ class VisionFrame(nn.Module):
         pooled = torch.einsum("gh,nchw,kw->ncgk", self.pool_rows, features, self.pool_cols)
         tokens = t.projector(pooled.flatten(2).transpose(1, 2))  # (1, G, Hd) row-major cells
         cells = t.cell_embed.weight  # (G, Hd)
-        identity = t.camera_embed(camera_index) + t.frame_embed(frame_index)  # (1, Hd)
+        identity = t.camera_embed(camera_index)  # (1, Hd)
+        if t.frame_embed is not None:  # models without a frame-slot embedding have none
+            identity = identity + t.frame_embed(frame_index)
         return tokens + identity[:, None] + cells[None]  # (1, G, Hd)
 
 
