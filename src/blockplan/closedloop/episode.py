@@ -141,8 +141,10 @@ def _drive(world, spec, planned, rig, controller_config, on_start, frame_sink) -
         renderer = RigRenderer(rig, road_map_from_network(world.env.road.network))
         frame_steps = _frame_steps(spec, config, world.step_index)
         fw = config.frame_window
-        # Inputs start shortly before the first window (the spawn transients come earlier).
-        feed_from = -_steps(fw.num_frames * fw.frame_period_s + FEED_MARGIN_S)
+        # Inputs start shortly before the first window and ego history (the spawn
+        # transients come earlier).
+        span_s = max(fw.num_frames * fw.frame_period_s, runtime.input_span_s)
+        feed_from = -_steps(span_s + FEED_MARGIN_S)
         controller = TrackingController(controller_config)
     else:
         name = EXPERT
