@@ -58,7 +58,15 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.num_threads)
     ctx = init_distributed(args.device)
     try:
-        recipe = Recipe.build(args.arch, tuple(args.cameras), args.num_frames)
+        # A simulator data set records its frame spacing; the model's config.json keeps it.
+        period = None
+        if args.data:
+            from blockplan.train.examples import read_manifest
+
+            period = read_manifest(args.data).get("options", {}).get("frame_period_s")
+        recipe = Recipe.build(
+            args.arch, tuple(args.cameras), args.num_frames, frame_period_s=period
+        )
         show = ctx.is_main
         if args.data:
             train_set = load_examples(args.data, "train", recipe, progress=show)

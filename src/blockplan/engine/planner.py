@@ -84,6 +84,15 @@ class Planner:
                 f"frame_window.num_frames={config.frame_window.num_frames}: the model was "
                 f"built for {mc.num_frames}"
             )
+        trained_period = getattr(mc, "frame_period_s", None)  # Qwen2.5-VL configs have none
+        if (
+            trained_period is not None
+            and abs(config.frame_window.frame_period_s - trained_period) > 1e-9
+        ):
+            raise PlannerSetupError(
+                f"frame_window.frame_period_s={config.frame_window.frame_period_s}: the model "
+                f"was trained with frames {trained_period} s apart"
+            )
         if tokenizer.vocab_size > mc.decoder.vocab_size:
             raise PlannerSetupError(
                 f"tokenizer vocab_size={tokenizer.vocab_size} exceeds the model's "

@@ -45,8 +45,15 @@ class PlannerModelConfig:
     schema: dict[str, Any] = field(default_factory=dict)  # opaque to the model
     visual_attention: str = "frame_and_header"  # one of VISUAL_ATTENTION
     frame_slot_embedding: bool = True  # a learned embedding per frame slot on visual tokens
+    # The spacing of the frames the model was trained with (s; the data set's frame period).
+    # None: not recorded (folders written before it was); the runtime then trusts its config.
+    frame_period_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.frame_period_s is not None and not (
+            isinstance(self.frame_period_s, (int, float)) and self.frame_period_s > 0
+        ):
+            raise ModelConfigError(f"frame_period_s={self.frame_period_s!r}: must be > 0")
         if self.visual_attention not in VISUAL_ATTENTION:
             raise ModelConfigError(
                 f"visual_attention={self.visual_attention!r}: must be one of "
@@ -84,7 +91,7 @@ class PlannerModelConfig:
             "schema": self.schema,
             "visual_attention": self.visual_attention,
             "frame_slot_embedding": self.frame_slot_embedding,
-        }
+        } | ({} if self.frame_period_s is None else {"frame_period_s": self.frame_period_s})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PlannerModelConfig:
@@ -99,6 +106,7 @@ class PlannerModelConfig:
                 # Folders written before these settings existed have the default layout.
                 visual_attention=str(d.get("visual_attention", "frame_and_header")),
                 frame_slot_embedding=d.get("frame_slot_embedding", True),
+                frame_period_s=d.get("frame_period_s"),
             )
         except KeyError as e:
             raise ModelConfigError(f"config.json lacks {e.args[0]!r}") from e

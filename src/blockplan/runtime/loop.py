@@ -28,7 +28,7 @@ from blockplan.runtime.frames import FrameWindow, PushResult, WindowSnapshot
 from blockplan.runtime.health import DiagnosticStatusData, Health
 from blockplan.runtime.limits import RuntimeLimits
 from blockplan.runtime.output import TickOutput, choose_trajectory
-from blockplan.runtime.planner import Planner
+from blockplan.runtime.planner import HistorySpec, Planner, history_spec
 from blockplan.runtime.plans import AcceptedPlan, plan_trajectory
 from blockplan.runtime.worker import (
     InferenceRequest,
@@ -77,7 +77,12 @@ class PlannerRuntime:
         self.window = FrameWindow(
             config.camera_names, fw, self.limits.time_jump_s, self.limits.frames_per_window_frame
         )
-        self.ego = EgoHistory(self.limits)
+        # The ego history exactly as the model was trained with it (its schema's rows and
+        # spacing; sim/labels.py samples the recorded states at those times). The buffer
+        # reaches back over that span from a window stamp up to max_frame_age_s old, with
+        # a second of slack for the odometry rate.
+        self.history: HistorySpec = history_spec(planner)
+        self.ego = EgoHistory(self.limits, self.history.span_s + fw.max_frame_age_s + 1.0)
         self.fallback = Fallback(config.fallback, config.trajectory, config.gates)
         self.period_ns = seconds_to_ns(1.0 / config.control.rate_hz)
         self.route_command = DEFAULT_ROUTE_COMMAND
@@ -90,6 +95,13 @@ class PlannerRuntime:
         self._num_invalid_reported = 0
         # tick() and reset() may run on different executor threads in the live node.
         self._lock = threading.RLock()
+
+    @property
+    def input_span_s(self) -> float:
+        """How far back one observation reaches: the frame window or the ego history,
+        whichever is longer (a driver feeding inputs starts at least this early)."""
+        fw = self.config.frame_window
+        return max((fw.num_frames - 1) * fw.frame_period_s, self.history.span_s)
 
     # ---------------------------------------------------------------- inputs (any thread)
 
@@ -268,9 +280,8 @@ class PlannerRuntime:
         if not self.worker.is_idle:
             return False, None, 0
         frames = snapshot.degrade_frames() if is_degraded else snapshot.complete_frames()
-        fw = self.config.frame_window
         history = self.ego.history(
-            snapshot.stamp_ns, fw.num_frames, seconds_to_ns(fw.frame_period_s)
+            snapshot.stamp_ns, self.history.num_states, seconds_to_ns(self.history.period_s)
         )
         observation = Observation(snapshot.stamp_ns, frames, history, self.route_command)
         self.health.count("requests")

@@ -70,8 +70,15 @@ class Recipe:
         num_frames: int,
         schema: DrivingSchema | None = None,
         tokenizer: Tokenizer | None = None,
+<<<<<<< HEAD
         block_size: int = DEFAULT_BLOCK_SIZE,
+=======
+        block_size: int = 32,
+        frame_period_s: float | None = None,
+>>>>>>> planner-parity
     ) -> Recipe:
+        """`frame_period_s`: the training frames' spacing, recorded in config.json (the
+        runtime refuses a frame window of another spacing)."""
         if arch not in ARCHS:
             raise ModelConfigError(f"arch={arch!r}: must be one of {sorted(ARCHS)}")
         decoder_kw, vision, streamable = ARCHS[arch]
@@ -89,6 +96,7 @@ class Recipe:
             schema=schema_to_dict(schema),
             visual_attention="frame_only" if streamable else "frame_and_header",
             frame_slot_embedding=not streamable,
+            frame_period_s=frame_period_s,
         )
         return cls(config, schema, tokenizer)
 

@@ -13,6 +13,7 @@ validation loss; without validation, the latest).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -159,7 +160,11 @@ class Trainer:
         from blockplan.model.weights import load_pretrained
 
         source = load_pretrained(folder)
-        if not isinstance(source, PlannerModel) or source.config != self.model.config:
+        # A folder written before config.json recorded the frame spacing matches any.
+        mine = self.model.config
+        if isinstance(source, PlannerModel) and source.config.frame_period_s is None:
+            mine = dataclasses.replace(mine, frame_period_s=None)
+        if not isinstance(source, PlannerModel) or source.config != mine:
             raise TrainError(f"{folder}: not a planner of this run's architecture and schema")
         self.model.load_state_dict(source.state_dict())
 
