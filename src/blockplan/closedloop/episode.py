@@ -128,8 +128,10 @@ class PlannerDriver:
         self.frame_sink = frame_sink
         self.frame_steps = _frame_steps(spec, config, world.step_index)
         fw = config.frame_window
-        # Inputs start shortly before the first window (the spawn transients come earlier).
-        self.feed_from = -_steps(fw.num_frames * fw.frame_period_s + FEED_MARGIN_S)
+        # Inputs start shortly before the first window and ego history (the spawn
+        # transients come earlier).
+        span_s = max(fw.num_frames * fw.frame_period_s, self.runtime.input_span_s)
+        self.feed_from = -_steps(span_s + FEED_MARGIN_S)
         self._prev_yaw: float | None = None
         self._held: tuple[Trajectory, Pose2D] | None = None  # trajectory, pose at its stamp
 
@@ -243,7 +245,6 @@ def _run(
         world.close()
 
 
-<<<<<<< HEAD
 def _drive(
     world: ClosedLoopWorld,
     spec: EpisodeSpec,
@@ -252,32 +253,6 @@ def _drive(
     on_start: Hook | None,
 ) -> EpisodeResult:
     """Step the world from the warm-up to the end, a collision or a lane departure."""
-=======
-def _drive(world, spec, planned, rig, controller_config, on_start, frame_sink) -> EpisodeResult:
-    runtime = renderer = controller = None
-    feed_from = 0
-    frame_steps: set[int] = set()
-    if planned is not None:
-        name, planner, config = planned
-        control = dataclasses.replace(config.control, rate_hz=1.0 / spec.replan_period_s)
-        config = dataclasses.replace(config, control=control)
-        clock = VirtualClock(world.stamp_ns())
-        runtime = PlannerRuntime(config, planner, clock, timing="ideal")
-        from blockplan.sim.render import RigRenderer
-
-        renderer = RigRenderer(rig, road_map_from_network(world.env.road.network))
-        frame_steps = _frame_steps(spec, config, world.step_index)
-        fw = config.frame_window
-        # Inputs start shortly before the first window and ego history (the spawn
-        # transients come earlier).
-        span_s = max(fw.num_frames * fw.frame_period_s, runtime.input_span_s)
-        feed_from = -_steps(span_s + FEED_MARGIN_S)
-        controller = TrackingController(controller_config)
-    else:
-        name = EXPERT
-    prev_yaw = None
-    held = None  # (trajectory, pose at its stamp)
->>>>>>> planner-parity
     trace = Trace()
     collided = departed = False
     while True:

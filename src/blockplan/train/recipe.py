@@ -70,12 +70,8 @@ class Recipe:
         num_frames: int,
         schema: DrivingSchema | None = None,
         tokenizer: Tokenizer | None = None,
-<<<<<<< HEAD
         block_size: int = DEFAULT_BLOCK_SIZE,
-=======
-        block_size: int = 32,
         frame_period_s: float | None = None,
->>>>>>> planner-parity
     ) -> Recipe:
         """`frame_period_s`: the training frames' spacing, recorded in config.json (the
         runtime refuses a frame window of another spacing)."""
