@@ -24,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from blockplan.errors import UserError
+
 BACKENDS = ("torch", "onnxruntime", "tensorrt")
 STRATEGIES = ("ar", "full_diffusion", "section_diffusion", "scaffold_spec", "rollouts")
 TRANSPORTS = ("raw", "compressed")
@@ -36,7 +38,7 @@ DEFAULT_NODE_NAME = "blockplan_planner"
 DEFAULT_CAMERA_TOPIC = "/camera/{name}/image_raw"  # .format(name=...): a camera's default topic
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration value or key is invalid; the message names the field."""
 
 
@@ -453,6 +455,48 @@ def unflatten_params(flat: Mapping[str, Any]) -> dict[str, Any]:
     return nested
 
 
+class ParamsLoader(yaml.SafeLoader):
+    """YAML as ROS 2 reads a params file: `1e3` and `1.0e3` are numbers (PyYAML's YAML 1.1
+    wants a sign in the exponent and reads them as strings; rcl's parser takes them as
+    doubles), and a key given twice in one mapping is an error instead of the last one
+    silently winning."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"the key {key!r} is given twice (lines {seen[key].start_mark.line + 1} "
+                    f"and {key_node.start_mark.line + 1}); give each key once",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+ParamsLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def _yaml_problem(error: Exception) -> str:
+    """A YAML error as one line: the problem and its line (PyYAML's text spans lines)."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem:
+        where = f"line {error.problem_mark.line + 1}: " if error.problem_mark else ""
+        return f"{where}{error.problem}"
+    return str(error)
+
+
+def load_yaml(text: str) -> Any:
+    """One YAML document read with `ParamsLoader` (params files, `--set` values)."""
+    return yaml.load(text, Loader=ParamsLoader)  # a SafeLoader: plain data only
+
+
 def read_params_file(path: str | Path, node_name: str | None = None) -> dict[str, Any]:
     """Read the `ros__parameters` of one node from a ROS 2 parameter YAML file.
 
@@ -460,9 +504,9 @@ def read_params_file(path: str | Path, node_name: str | None = None) -> dict[str
     """
     path = Path(path)
     try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"cannot read params file {path}: {e}") from e
+        doc = load_yaml(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ConfigError(f"cannot read params file {path}: {_yaml_problem(e)}") from e
     if not isinstance(doc, dict) or not doc:
         raise ConfigError(f"{path}: expected '<node_name>: {{ros__parameters: ...}}' at the top")
     if node_name is None:
@@ -492,7 +536,7 @@ def load_config(
             if not sep or not name.strip():
                 raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
             try:
-                value = yaml.safe_load(text)
+                value = load_yaml(text)
             except yaml.YAMLError as e:
                 raise ConfigError(f"--set {item!r}: {e}") from e
             if isinstance(value, bool) and text.strip().lower() not in ("true", "false"):
@@ -502,7 +546,22 @@ def load_config(
     try:
         return config_from_params(params)
     except ConfigError as e:
+        culprit = _override_at_fault(overrides, str(e))
+        if culprit is not None:
+            raise ConfigError(f"--set {culprit!r}: {e}") from e
         raise ConfigError(f"{path}: {e}") from e
+
+
+def _override_at_fault(overrides: Sequence[str], message: str) -> str | None:
+    """The `--set NAME=VALUE` whose NAME the error names (the longest one), or None: the
+    error is the params file's."""
+    named = [
+        item
+        for item in overrides
+        if (name := item.partition("=")[0].strip())
+        and (f"'{name}'" in message or f"{name}=" in message)
+    ]
+    return max(named, key=lambda item: len(item.partition("=")[0]), default=None)
 
 
 def add_set_argument(parser: Any) -> None:

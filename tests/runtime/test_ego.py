@@ -88,10 +88,10 @@ def test_outliers_are_rejected_then_a_persistent_jump_restarts() -> None:
     assert len(hist) == 1 and hist.latest.x == 100.5
 
 
-def test_out_of_order_and_time_jump() -> None:
+def test_duplicate_out_of_order_and_time_jump() -> None:
     hist = EgoHistory()
     hist.push(_straight(5.0))
-    assert hist.push(_straight(5.0)) == OdometryResult.OUT_OF_ORDER
+    assert hist.push(_straight(5.0)) == OdometryResult.DUPLICATE  # a re-sent message
     assert hist.push(_straight(4.95)) == OdometryResult.OUT_OF_ORDER
     assert hist.push(_straight(1.0)) == OdometryResult.TIME_JUMP
 

@@ -25,7 +25,7 @@ from blockplan.bags import (
 )
 from blockplan.config import PlannerConfig
 from blockplan.runtime import AcceptedPlan, DiagnosticStatusData, TickOutput
-from blockplan.runtime.health import OK
+from blockplan.runtime.health import OK, WARN
 
 # diagnostic_aggregator and rqt_robot_monitor expect about 1 Hz.
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -68,19 +68,25 @@ class TickMessages:
         return diagnostics_to_msg(self.ns, stamp_ns, statuses)
 
 
-def model_status(config: PlannerConfig, warmup_ms: float) -> DiagnosticStatusData:
-    """`blockplan: model`: which model and backend the node runs (docs/DESIGN.md §4)."""
+def model_status(
+    config: PlannerConfig, warmup_ms: float | None, weights: str | None = None
+) -> DiagnosticStatusData:
+    """`blockplan: model`: which model and backend the node runs (docs/DESIGN.md §4) and what
+    its weights are (`sha256-verified`; WARN when `unverified`: no manifest.json)."""
     model, decoding = config.model, config.decoding
-    return DiagnosticStatusData(
-        "blockplan: model",
-        OK,
-        f"{model.dir} on {model.backend} ({model.dtype})",
-        values={
-            "model": model.dir,
-            "backend": model.backend,
-            "dtype": model.dtype,
-            "strategy": decoding.strategy,
-            "num_rollouts": config.rollouts.num_rollouts,
-            "warmup_ms": round(warmup_ms, 3),
-        },
-    )
+    message = f"{model.dir} on {model.backend} ({model.dtype})"
+    level = OK
+    if weights == "unverified":
+        level, message = WARN, f"{message}; weights unverified (no manifest.json)"
+    values: dict[str, object] = {
+        "model": model.dir,
+        "backend": model.backend,
+        "dtype": model.dtype,
+        "strategy": decoding.strategy,
+        "num_rollouts": config.rollouts.num_rollouts,
+    }
+    if weights is not None:
+        values["weights"] = weights
+    if warmup_ms is not None:
+        values["warmup_ms"] = round(warmup_ms, 3)
+    return DiagnosticStatusData("blockplan: model", level, message, values=values)

@@ -157,9 +157,8 @@ def run(args: argparse.Namespace) -> int:
         with_floor=not args.no_compute_floor,
     )
     report["model"] = {"source": source, "backend": planner.runner.name, **report["model"]}
-    if args.model:  # load_pretrained checked the manifest when there is one
-        verified = (Path(args.model) / "manifest.json").is_file()
-        report["model"]["weights"] = "sha256-verified" if verified else "unverified"
+    if args.model:  # what the loader found: sha256-verified, or unverified (no manifest)
+        report["model"]["weights"] = planner.weights
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:
@@ -196,12 +195,16 @@ def _compare_backends(planner, backends, strategies, args, source: str) -> int:
 
 def _is_qwen_source(args: argparse.Namespace) -> bool:
     """Whether the bench runs a Qwen2.5-VL model (a random-init preset or a folder)."""
+    from blockplan.model.config import ModelConfigError
     from blockplan.model.qwen2_5_vl.presets import QWEN_PRESETS
     from blockplan.model.weights import read_config
 
     if args.random_init:
         return args.random_init in QWEN_PRESETS
-    return read_config(args.model).get("model_type") == "qwen2_5_vl"
+    try:
+        return read_config(args.model).get("model_type") == "qwen2_5_vl"
+    except ModelConfigError:  # the loader says what is wrong, after checking the manifest
+        return False
 
 
 def _shipped_or_default() -> PlannerConfig:

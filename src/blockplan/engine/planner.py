@@ -35,6 +35,7 @@ from blockplan.engine.streaming import StreamingPrefill, StreamingStats
 from blockplan.engine.synthetic import synthetic_observation
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel
+from blockplan.model.weights import UNVERIFIED
 from blockplan.schema import (
     DrivingSchema,
     PromptLayout,
@@ -70,9 +71,12 @@ class Planner:
         schema: DrivingSchema | None = None,
         backend: Backend | None = None,
         folder: Path | None = None,
+        weights: str | None = None,
     ) -> None:
         """`backend`: a runner to share (default: the one `config.model.backend` names,
-        made here; `folder` is the model folder it may find exported graphs in)."""
+        made here; `folder` is the model folder it may find exported graphs in). `weights`:
+        what the weights are, as runs report it ("sha256-verified", "unverified" or
+        "random-init"; default: "random-init" without a folder, else "unverified")."""
         mc = model.config
         if tuple(config.camera_names) != mc.camera_names:
             raise PlannerSetupError(
@@ -99,6 +103,7 @@ class Planner:
                 f"{mc.decoder.vocab_size} embeddings"
             )
         self.config = config
+        self.weights = weights or ("random-init" if folder is None else UNVERIFIED)
         self.dtype = DTYPES[config.model.dtype]
         self.device = device_of(config)
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
@@ -164,7 +169,7 @@ class Planner:
         """A planner over a model folder (`planner_parts.folder_parts`): ours, or a
         Qwen2.5-VL block-diffusion checkpoint (default config: Fast-dDrive's 3 cameras)."""
         p = folder_parts(path, config)
-        return cls(p.model, p.tokenizer, p.config, p.schema, folder=p.folder)
+        return cls(p.model, p.tokenizer, p.config, p.schema, folder=p.folder, weights=p.weights)
 
     @classmethod
     def random_init(

@@ -14,9 +14,10 @@ import torch
 
 from blockplan.config import PlannerConfig
 from blockplan.engine.device import DeviceError, resolve_device
+from blockplan.errors import UserError
 from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
 from blockplan.model.presets import preset_config
-from blockplan.model.weights import load_pretrained
+from blockplan.model.weights import load_pretrained, verify_folder
 from blockplan.schema import (
     DrivingSchema,
     Tokenizer,
@@ -28,6 +29,7 @@ from blockplan.schema import (
 if TYPE_CHECKING:
     from blockplan.model.qwen2_5_vl.planner_model import QwenPlannerModel
 
+TOKENIZER_NAME = "tokenizer.json"
 DTYPES = {
     "float32": torch.float32,
     "float64": torch.float64,
@@ -36,7 +38,7 @@ DTYPES = {
 }
 
 
-class PlannerSetupError(ValueError):
+class PlannerSetupError(UserError, ValueError):
     """The model and the configuration or the observation do not fit; names the field."""
 
 
@@ -49,6 +51,7 @@ class PlannerParts:
     config: PlannerConfig
     schema: DrivingSchema | None = None
     folder: Path | None = None
+    weights: str = "random-init"  # or what `verify_folder` found: sha256-verified, unverified
 
 
 def device_of(config: PlannerConfig) -> torch.device:
@@ -70,14 +73,22 @@ def folder_parts(path: str | Path, config: PlannerConfig | None = None) -> Plann
     """A model folder (config.json, model.safetensors, tokenizer.json): ours, or a Qwen2.5-VL
     block-diffusion checkpoint (Fast-dDrive / Fast-dVLM; default config: Fast-dDrive's 3
     cameras, see engine/qwen_planner.py)."""
+    from blockplan.engine.qwen_planner import SETTINGS_NAME
     from blockplan.model.qwen2_5_vl.model import QwenVLModel
 
     folder = Path(path)
-    model = load_pretrained(folder)
-    tokenizer_path = folder / "tokenizer.json"
+    if not folder.is_dir():
+        raise PlannerSetupError(f"{folder}: no such model folder")
+    # Every file read below is checked against the manifest first, once.
+    weights = verify_folder(folder, also=(TOKENIZER_NAME, SETTINGS_NAME))
+    model = load_pretrained(folder, verify=False)
+    tokenizer_path = folder / TOKENIZER_NAME
     if not tokenizer_path.is_file():
-        raise PlannerSetupError(f"{folder}: no tokenizer.json")
-    tokenizer = load_tokenizer(tokenizer_path)
+        raise PlannerSetupError(f"{folder}: no {TOKENIZER_NAME}")
+    try:
+        tokenizer = load_tokenizer(tokenizer_path)
+    except ValueError as e:  # the tokenizers library's error on a corrupt file
+        raise PlannerSetupError(str(e)) from e
     if isinstance(model, QwenVLModel):
         from blockplan.engine.qwen_planner import (
             fastddrive_config,
@@ -87,10 +98,10 @@ def folder_parts(path: str | Path, config: PlannerConfig | None = None) -> Plann
 
         config = config or fastddrive_config()
         seated, schema = qwen_planner_model(model, config, read_settings(folder))
-        return PlannerParts(seated, tokenizer, config, schema, folder)
+        return PlannerParts(seated, tokenizer, config, schema, folder, weights)
     if not isinstance(model, PlannerModel):
         raise PlannerSetupError(f"{folder}: holds a {type(model).__name__}, not a planner")
-    return PlannerParts(model, tokenizer, config or PlannerConfig(), None, folder)
+    return PlannerParts(model, tokenizer, config or PlannerConfig(), None, folder, weights)
 
 
 def random_parts(

@@ -4,6 +4,7 @@ the UniAD convention, the error of the point at t)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -25,13 +26,19 @@ def on_protocol_grid(t: np.ndarray, xy: np.ndarray) -> np.ndarray | None:
 
 
 def displacement_metrics(log: ReplayLog) -> dict[str, Any]:
+    """ADE / L2 over the plans with a recorded future (`evaluated_plans`); the others are
+    counted by reason in `unscored_plans` (the recording ends within their horizon, it jumps
+    back, ...), so a low count is explained."""
     rows = []
+    unscored: Counter[str] = Counter()
     for plan in log.plans:
         pred = on_protocol_grid(plan.t, plan.xy)
-        if plan.truth is None or pred is None:
+        if plan.truth is None:
+            unscored[plan.unscored or "no recorded future"] += 1
             continue
         gt = on_protocol_grid(plan.t, plan.truth)
-        if gt is None:
+        if pred is None or gt is None:
+            unscored["the plan does not cover the 0.25 … 5 s protocol grid"] += 1
             continue
         rows.append(
             [
@@ -43,12 +50,14 @@ def displacement_metrics(log: ReplayLog) -> dict[str, Any]:
             ]
         )
     if not rows:
-        return {"evaluated_plans": 0}
+        return {"evaluated_plans": 0, "unscored_plans": dict(unscored)}
     mean = np.mean(np.array(rows), axis=0)
     names = ("ade_3s", "ade_5s", "l2_1s", "l2_2s", "l2_3s")
     return {
         **{name: round(float(v), 4) for name, v in zip(names, mean, strict=True)},
         "evaluated_plans": len(rows),
+        "unscored_plans": dict(unscored),
+        "displacement_unit": "m",
         "l2_protocol": "uniad (L2 of the point at t)",
     }
 

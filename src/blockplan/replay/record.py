@@ -25,6 +25,7 @@ class PlanRecord:
     is_degraded: bool
     reasoning: dict
     truth: np.ndarray | None
+    unscored: str = ""  # why there is no truth (the recording ends, a time jump, ...)
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,13 @@ class ReplayLog:
             )
         )
 
-    def add_plan(self, accepted: AcceptedPlan, reasoning: dict, truth: np.ndarray | None) -> None:
+    def add_plan(
+        self,
+        accepted: AcceptedPlan,
+        reasoning: dict,
+        truth: np.ndarray | None,
+        unscored: str = "",
+    ) -> None:
         self.plans.append(
             PlanRecord(
                 stamp_ns=accepted.stamp_ns,
@@ -74,5 +81,6 @@ class ReplayLog:
                 is_degraded=accepted.is_degraded,
                 reasoning=reasoning,
                 truth=truth,
+                unscored=unscored,
             )
         )

@@ -42,6 +42,7 @@ from blockplan.bags import (
     ImageDecodeError,
     MessageFieldError,
     ModuleMessages,
+    OdometryError,
     image_msg_to_frame,
     odometry_to_ego,
 )
@@ -78,6 +79,7 @@ from blockplan.runtime.model import (
     load_verified_planner,
     release_accelerator_memory,
     warm_up,
+    weights_of,
 )
 
 
@@ -99,6 +101,7 @@ class PlannerNode(Node):
         self._runtime: PlannerRuntime | None = None
         self._messages: TickMessages | None = None
         self._warmup_ms = 0.0
+        self._weights: str | None = None  # what the loaded model's weights are (diagnostics)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -136,6 +139,7 @@ class PlannerNode(Node):
             self._runtime = PlannerRuntime(config, planner, RosClock(self))
             self._messages = TickMessages(self._ns, config)
             self._warmup_ms = warmup_ms
+            self._weights = weights_of(planner)
             self._loop_timers = [
                 self.create_timer(
                     1.0 / config.control.rate_hz, self._on_tick, callback_group=self._control_group
@@ -290,8 +294,14 @@ class PlannerNode(Node):
 
     def _on_odometry(self, msg: Any) -> None:
         runtime = self._runtime
-        if runtime is not None:
-            runtime.on_odometry(odometry_to_ego(msg))
+        if runtime is None:
+            return
+        try:
+            ego = odometry_to_ego(msg)
+        except OdometryError as e:  # a zero quaternion: counted like any bad input
+            runtime.on_invalid_input("odometry_invalid_quaternion", str(e))
+            return
+        runtime.on_odometry(ego)
 
     def _on_route_command(self, msg: Any) -> None:
         runtime = self._runtime
@@ -310,7 +320,10 @@ class PlannerNode(Node):
             runtime, messages, config = self._runtime, self._messages, self._config
             if runtime is None or messages is None or config is None:
                 return
-            statuses = [model_status(config, self._warmup_ms), *runtime.diagnostics()]
+            statuses = [
+                model_status(config, self._warmup_ms, self._weights),
+                *runtime.diagnostics(),
+            ]
             stamp_ns = runtime.clock.now_ns()
             self._outputs[DIAGNOSTICS].publish(messages.diagnostics(statuses, stamp_ns))
 

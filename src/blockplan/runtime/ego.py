@@ -13,8 +13,10 @@ prompt's ax, ay are the trained ones exactly.
 
 Rejected samples (counted by the caller from the returned `OdometryResult`): non-finite values;
 outliers whose implied acceleration is implausible or whose position disagrees with the
-reported velocity; stamps at or before the newest sample. A stamp far behind the newest one
-is a time jump (the caller resets everything).
+reported velocity; stamps before the newest sample (out of order) or equal to it (a
+duplicate). A stamp far behind the newest one is a time jump (the caller resets everything).
+An orientation that is no rotation (a zero quaternion) never gets here: the message
+conversion rejects it (`blockplan.bags.OdometryError`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class OdometryResult(str, enum.Enum):
     NONFINITE = "nonfinite"
     OUTLIER = "outlier"
     OUT_OF_ORDER = "out_of_order"
+    DUPLICATE = "duplicate"  # the newest sample's stamp again (a re-sent message): dropped
     TIME_JUMP = "time_jump"
     RESTARTED = "restarted"  # accepted after too many consecutive outliers: history restarted
 
@@ -87,7 +90,9 @@ class EgoHistory:
                 last = self._states[-1]
                 if ego.stamp_ns < last.stamp_ns - seconds_to_ns(self.limits.time_jump_s):
                     return OdometryResult.TIME_JUMP
-                if ego.stamp_ns <= last.stamp_ns:
+                if ego.stamp_ns == last.stamp_ns:
+                    return OdometryResult.DUPLICATE
+                if ego.stamp_ns < last.stamp_ns:
                     return OdometryResult.OUT_OF_ORDER
                 if self._is_outlier(last, ego):
                     self._num_outliers_in_row += 1

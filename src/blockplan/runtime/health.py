@@ -12,7 +12,9 @@ tick without the planner) and `plan_age` (age of the published plan).
 * `invalid_plans`: plans rejected by the gates; `planner_errors`: planner exceptions;
 * `waits` / `degraded_requests`: ticks where a stale camera held back / degraded a request;
 * `time_jumps`: resets after a stamp or the clock went back; `discarded_results`: plans from
-  before a reset (or older than the newest) that were dropped;
+  before a reset (or older than the newest) that were dropped; `unchanged_window_replans`:
+  plans of the same window as the newest plan (no newer frame came meanwhile), dropped as
+  adding nothing;
 * `unfinished_plans`: plans still in flight when a replay ended;
 * `window_frames_shared` / `window_frames_new`: frames of requested windows that an earlier
   request had used too / had not (streaming reuses the former's K/V).
@@ -52,6 +54,7 @@ COUNTERS = (
     "window_frames_new",
     "time_jumps",
     "discarded_results",
+    "unchanged_window_replans",
     "unfinished_plans",
 )
 

@@ -126,6 +126,8 @@ class PlannerRuntime:
             self.on_invalid_input(f"odometry_{result.value}", f"odometry at {ego.stamp_ns} ns")
         elif result == OdometryResult.OUT_OF_ORDER:
             self.health.count("out_of_order_odometry")
+        elif result == OdometryResult.DUPLICATE:
+            self.health.count("duplicate_odometry")
         elif result == OdometryResult.RESTARTED:
             self.health.count("odometry_restarts")
         return result
@@ -240,7 +242,10 @@ class PlannerRuntime:
             return None
         processed = result.processed
         if self.newest is not None and result.plan.stamp_ns <= self.newest.stamp_ns:
-            self.health.count("discarded_results")  # an older observation finished later
+            if result.plan.stamp_ns == self.newest.stamp_ns:  # no newer frame came meanwhile
+                self.health.count("unchanged_window_replans")
+            else:
+                self.health.count("discarded_results")  # an older observation finished later
             return None
         pose = Pose2D.from_ego_state(result.request.observation.ego_history[-1])
         accepted = AcceptedPlan(

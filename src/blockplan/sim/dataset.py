@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from blockplan.errors import UserError
 from blockplan.schema import default_schema, ego_history_array, render_answer_text
 from blockplan.sim.episode import EpisodeLog
 from blockplan.sim.labels import (
@@ -58,7 +59,7 @@ LONGITUDINAL_ORDER = tuple(Longitudinal)
 LATERAL_ORDER = tuple(Lateral)
 
 
-class DatasetError(ValueError):
+class DatasetError(UserError, ValueError):
     """Bad options, or an existing data set written with different options."""
 
 

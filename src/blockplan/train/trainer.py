@@ -29,6 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler
 from tqdm import tqdm
 
+from blockplan.errors import UserError
 from blockplan.model.planner_model import PlannerModel
 from blockplan.train.checkpoint import MODEL_DIR, load_checkpoint, save_checkpoint
 from blockplan.train.distributed import (
@@ -47,7 +48,7 @@ METRICS_FILE = "metrics.jsonl"
 VALIDATION_STREAM = 1_000_003  # rng stream of the fixed validation noise
 
 
-class TrainError(RuntimeError):
+class TrainError(UserError, RuntimeError):
     """The run cannot continue (bad settings, diverged, ranks disagree)."""
 
 
