@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from blockplan.model.config import DecoderConfig
+from blockplan.model.fast import FastForward
 from blockplan.model.layers import DecoderLayer, KVStore, RMSNorm, rope_cos_sin
 from blockplan.model.masks import causal_mask
 
@@ -28,7 +29,14 @@ class DecoderBody(nn.Module):
 
 
 class Decoder(nn.Module):
-    """Qwen2 / Qwen2.5 decoder with LM head (tied to the embeddings when the config says)."""
+    """Qwen2 / Qwen2.5 decoder with LM head (tied to the embeddings when the config says).
+
+    Without autograd the forward runs `model/fast.py` (fused projections, RoPE table, no
+    module calls; the same values bit for bit); `fast_path = False` keeps the module-by-module
+    reference forward, which training (autograd) always uses.
+    """
+
+    fast_path: bool = True
 
     def __init__(self, config: DecoderConfig) -> None:
         super().__init__()
@@ -37,6 +45,7 @@ class Decoder(nn.Module):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
+        self.fast = FastForward(config)
 
     @property
     def decoder_config(self) -> DecoderConfig:
@@ -83,6 +92,10 @@ class Decoder(nn.Module):
         bias = None if bool(mask.all()) else x.new_zeros(mask.shape).masked_fill(~mask, -torch.inf)
         if cache is not None:
             cache.write_positions(flat)
+        if self.fast_path and not torch.is_grad_enabled():
+            rows = slice(None) if num_logits is None else slice(S - num_logits, None)
+            logits, hidden = self.fast(self, x, positions, bias, cache, rows)
+            return (logits, hidden) if return_hidden else logits
         c = self.config
         rope = rope_cos_sin(positions, c.dim_per_head, c.rope_theta, x.dtype, c.mrope_section)
         for layer in self.model.layers:
