@@ -109,6 +109,7 @@ class StepBackend:
         mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
         num_logits: int | None = None,
+        logit_rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError(f"{self.name}: pass exactly one of input_ids, inputs_embeds")
@@ -136,6 +137,8 @@ class StepBackend:
             logits.append(self.run_chunk(x, positions, mask, cache, past, c0, c1))
             c0 = c1
         out = torch.cat(logits, dim=1).to(self.dtype)  # (B, S, V)
+        if logit_rows is not None:  # the graphs compute every row's logits
+            return out[:, logit_rows]
         return out if num_logits is None else out[:, S - num_logits :]
 
     def chunk_ends(self, mask: torch.Tensor, past: int) -> list[int]:

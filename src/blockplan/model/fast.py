@@ -30,6 +30,9 @@ from blockplan.model.layers import KVStore, rope_cos_sin
 
 # Row counts a fusion is checked at (GEMM kernels choose their blocking by shape).
 PROBE_ROWS = (1, 2, 3, 5, 8, 17, 32)
+# Larger projections stay apart: the stacked copy would double their memory (a 3B model's
+# gate/up: 180 MB per layer in float32) to save one call on a GEMM that takes milliseconds.
+MAX_FUSED_ELEMENTS = 4_000_000
 _fuses_exactly: dict[tuple, bool] = {}
 
 
@@ -74,7 +77,8 @@ class Projection:
         b = [None if lin.bias is None else lin.bias.detach() for lin in linears]
         has_bias = b[0] is not None
         outs = tuple(t.shape[0] for t in w)
-        if fuses_exactly(w[0].shape[1], outs, has_bias, w[0].dtype, w[0].device):
+        small = sum(outs) * w[0].shape[1] <= MAX_FUSED_ELEMENTS
+        if small and fuses_exactly(w[0].shape[1], outs, has_bias, w[0].dtype, w[0].device):
             return cls((torch.cat(w),), (torch.cat(b) if has_bias else None,))
         return cls(tuple(w), tuple(b))
 
@@ -120,12 +124,25 @@ class FastForward:
         self.head_dim = config.dim_per_head
         self.eps = config.rms_norm_eps
         self.key: tuple | None = None
+        self.owner: int | None = None  # id of the decoder `sources` point into
+        self.sources: list[tuple[dict, str]] = []  # (module._parameters, name) of the layers
         self.layers: tuple[LayerWeights, ...] = ()
         self.cos = self.sin = torch.zeros(0, 0)
 
     def refresh(self, decoder: nn.Module) -> None:
         """Re-fuse when any parameter was replaced, moved, cast or changed in place."""
-        key = tuple((p.data_ptr(), p._version, p.dtype) for p in decoder.parameters())
+        if self.owner != id(decoder):  # first call, or a copy of the decoder
+            self.sources = [
+                (module._parameters, name)
+                for layer in decoder.model.layers
+                for module in layer.modules()
+                for name in module._parameters
+            ]
+            self.owner, self.key = id(decoder), None
+        # checked every forward: ~40 dict lookups, not a walk of the module tree
+        key = tuple(
+            (id(t), t.data_ptr(), t._version) for d, n in self.sources if (t := d[n]) is not None
+        )
         if key == self.key:
             return
         layers = []
