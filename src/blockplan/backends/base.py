@@ -62,6 +62,8 @@ class TorchBackend:
         self.device = next(model.parameters()).device
 
     def __call__(self, input_ids: torch.Tensor | None = None, **kwargs) -> torch.Tensor:
+        if self.device.type == "cpu":  # where the engine's tensors are: nothing to move
+            return self.model(input_ids, **kwargs)
         if input_ids is not None:
             input_ids = input_ids.to(self.device)
         moved = {

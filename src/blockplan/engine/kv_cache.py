@@ -48,6 +48,20 @@ class KVCache:
         self.length = 0  # committed slots
         self.batch_size = 1  # active rows
         self.num_pending = 0  # slots written by the last forward, not committed
+        self._views: tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...] = ()
+        self._views_batch = 0
+
+    def layer_views(self) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...]:
+        """Per layer (raw keys, keys, values) of the active rows, (B, Hkv, max_len, D) each:
+        made once per batch size, so a write is a narrow and a copy, not an index chain."""
+        if self._views_batch != self.batch_size:
+            B = self.batch_size
+            self._views = tuple(
+                (self.raw_keys[i, :B], self.kv[i, 0, :B], self.kv[i, 1, :B])
+                for i in range(self.kv.shape[0])
+            )
+            self._views_batch = B
+        return self._views
 
     @classmethod
     def for_model(
@@ -88,12 +102,12 @@ class KVCache:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Store pre-RoPE keys, rotated keys and values (B, Hkv, S, D) at the pending slots;
         return the rotated keys and values of slots [0, length + S), (B, Hkv, L, D) each."""
-        B, _, S, _ = k.shape
-        end = self.length + S
-        self.raw_keys[layer, :B, :, self.length : end] = k_raw
-        self.kv[layer, 0, :B, :, self.length : end] = k
-        self.kv[layer, 1, :B, :, self.length : end] = v
-        return self.kv[layer, 0, :B, :, :end], self.kv[layer, 1, :B, :, :end]
+        S, start = k.shape[2], self.length
+        raw_all, k_all, v_all = self.layer_views()[layer]  # (B, Hkv, max_len, D) each
+        raw_all.narrow(2, start, S).copy_(k_raw)
+        k_all.narrow(2, start, S).copy_(k)
+        v_all.narrow(2, start, S).copy_(v)
+        return k_all.narrow(2, 0, start + S), v_all.narrow(2, 0, start + S)
 
     # ---- verbs -----------------------------------------------------------------------------
 

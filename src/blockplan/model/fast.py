@@ -104,8 +104,11 @@ class LayerWeights:
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """`layers.RMSNorm.forward` as a function (the same ops)."""
+    """`layers.RMSNorm.forward` as a function: ATen's `rms_norm` (one call, the same values
+    in float32 / float64 — the tests check it), the reference's ops for other dtypes."""
     dtype = x.dtype
+    if dtype in (torch.float32, torch.float64):
+        return F.rms_norm(x, weight.shape, weight, eps)
     compute = torch.promote_types(dtype, torch.float32)
     h = x if compute == dtype else x.to(compute)
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
@@ -172,22 +175,21 @@ class FastForward:
         1-D positions read rows of a table of positions 0..n-1 made by `rope_cos_sin` itself
         (each row is what it gives for that position; grown on demand). The sin's first half
         is negated: x·cos + rotate_half(x)·sin = x·cos + swap_halves(x)·sin', exactly (a sign
-        flip is exact), which saves a negation per layer.
+        flip is exact), which saves a negation and a concatenation per layer.
         """
         c = self.config
-        if positions.dim() == 3:
-            cos, sin = rope_cos_sin(positions, c.dim_per_head, c.rope_theta, dtype, c.mrope_section)
+        lo, hi = (int(t) for t in torch.aminmax(positions)) if positions.numel() else (0, 0)
+        if positions.dim() == 3 or lo < 0:  # multimodal (or negative): computed per forward
+            mrope = c.mrope_section if positions.dim() == 3 else None
+            cos, sin = rope_cos_sin(positions, c.dim_per_head, c.rope_theta, dtype, mrope)
             return cos.transpose(1, 2), _fold_sign(sin).transpose(1, 2)
-        top = int(positions.max()) + 1 if positions.numel() else 0
         n = self.cos.shape[0]
-        if top > n or self.cos.dtype != dtype or self.cos.device != positions.device:
-            if positions.numel() and int(positions.min()) < 0:
-                raise ValueError("Decoder: rotary positions must be >= 0")
-            size = max(top, 2 * n, 1024)
+        if hi >= n or self.cos.dtype != dtype or self.cos.device != positions.device:
+            size = max(hi + 1, 2 * n, min(c.max_position_embeddings, 4096))
             table = torch.arange(size, device=positions.device)[None]
             cos, sin = rope_cos_sin(table, c.dim_per_head, c.rope_theta, dtype)  # (1, 1, n, D)
-            self.cos, self.sin = cos[0, 0], _fold_sign(sin[0, 0])
-        return self.cos[positions][:, :, None], self.sin[positions][:, :, None]
+            self.cos, self.sin = cos[0, 0, :, None], _fold_sign(sin[0, 0, :, None])  # (n, 1, D)
+        return self.cos[positions], self.sin[positions]  # (B, S, 1, D)
 
     def __call__(
         self,
@@ -202,21 +204,19 @@ class FastForward:
         self.refresh(decoder)
         B, S, _ = x.shape
         H, Hkv, D = self.num_heads, self.num_kv_heads, self.head_dim
-        q_end, k_end, half = H * D, (H + Hkv) * D, D // 2
+        split, half = [H, Hkv, Hkv], D // 2
         cos, sin = self.rope(positions, x.dtype)  # (B, S, 1, D)
         eps = self.eps
         for i, w in enumerate(self.layers):
             h = rms_norm(x, w.ln1, eps)
-            qkv = w.qkv(h)  # (B, S, (H + 2 Hkv) D)
-            qk = qkv[..., :k_end].view(B, S, H + Hkv, D)  # q and k, rotated in one pass
-            swapped = torch.cat([qk[..., half:], qk[..., :half]], dim=-1)
-            qk = qk * cos + swapped * sin  # (B, S, H + Hkv, D)
-            q = qk[:, :, :H].transpose(1, 2)  # (B, H, S, D)
-            k = qk[:, :, H:].transpose(1, 2)  # (B, Hkv, S, D)
-            v = qkv[..., k_end:].view(B, S, Hkv, D).transpose(1, 2)
+            heads = w.qkv(h).view(B, S, H + 2 * Hkv, D)  # q, k, v heads
+            _, k_raw, v = heads.split(split, dim=2)
+            qk = heads.narrow(2, 0, H + Hkv)  # q and k, rotated in one pass
+            qk = qk * cos + qk.roll(half, -1) * sin  # (B, S, H + Hkv, D); roll: swap halves
+            q, k = qk.split(split[:2], dim=2)
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, h, S, D)
             if cache is not None:
-                k_raw = qkv[..., q_end:k_end].view(B, S, Hkv, D).transpose(1, 2)
-                k, v = cache.write(i, k_raw, k, v)  # (B, Hkv, L, D)
+                k, v = cache.write(i, k_raw.transpose(1, 2), k, v)  # (B, Hkv, L, D)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, enable_gqa=True)
             x = x + F.linear(out.transpose(1, 2).reshape(B, S, -1), w.o_w)
             gate, up = w.gate_up(rms_norm(x, w.ln2, eps)).chunk(2, dim=-1)
