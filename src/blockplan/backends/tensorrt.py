@@ -91,6 +91,7 @@ class TrtExecutor:
         if record["model_sha256"] != expected_sha256:
             raise ValueError(f"{folder}: engines of other weights ({record['model_sha256']})")
         self.windows = tuple(record["windows"])
+        self.dynamic = False  # static engines, padded windows (StepBackend)
         self.max_len = int(record["max_len"])
         self.max_batch = int(record["max_batch"])
         self.runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
