@@ -189,3 +189,17 @@ def test_override_errors_name_the_override_not_the_file():
     assert "planner.yaml" not in str(info.value)
     with pytest.raises(ConfigError, match=r"^--set 'control.rate_hz=0': control.rate_hz=0"):
         load_config(default_params_path(), overrides=["decoding.strategy=ar", "control.rate_hz=0"])
+
+
+def test_with_params_replaces_by_dotted_name_and_validates():
+    from blockplan.config import ConfigError, PlannerConfig
+
+    base = PlannerConfig()
+    assert base.with_params({}) == base
+    changed = base.with_params({"model.dtype": "float64", "control.rate_hz": 5.0})
+    assert (changed.model.dtype, changed.control.rate_hz) == ("float64", 5.0)
+    assert changed.decoding == base.decoding and changed.cameras == base.cameras
+    with pytest.raises(ConfigError, match="model.dtyp"):
+        base.with_params({"model.dtyp": "float64"})
+    with pytest.raises(ConfigError, match="control.rate_hz"):
+        base.with_params({"control.rate_hz": 0.0})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -159,16 +158,11 @@ def replay_config(args: argparse.Namespace) -> PlannerConfig:
     """The params file with `--set`, `--rate`, `--timing` and `--model` applied (validated:
     `--rate 0` is an error, not the default rate)."""
     config = load_config(args.params or default_params_path(), overrides=args.set)
-    control = config.control
-    if args.rate is not None:
-        if not (math.isfinite(args.rate) and args.rate > 0):
-            raise ConfigError(f"--rate {args.rate:g}: must be a control rate in Hz > 0")
-        control = dataclasses.replace(control, rate_hz=args.rate)
-    if args.timing:
-        control = dataclasses.replace(control, timing=args.timing)
+    if args.rate is not None and not (math.isfinite(args.rate) and args.rate > 0):
+        raise ConfigError(f"--rate {args.rate:g}: must be a control rate in Hz > 0")
     # The model replayed is what the report and /diagnostics name.
-    model = dataclasses.replace(config.model, dir=args.model or config.model.dir)
-    return dataclasses.replace(config, control=control, model=model)
+    options = {"control.rate_hz": args.rate, "control.timing": args.timing, "model.dir": args.model}
+    return config.with_params({k: v for k, v in options.items() if v is not None})
 
 
 def interrupted_line(stop: ReplayInterrupted) -> str:

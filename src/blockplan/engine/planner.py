@@ -24,7 +24,7 @@ from blockplan.engine.device import synchronize
 from blockplan.engine.frame_cache import VisionFeatureCache
 from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.planner_parts import (
-    DTYPES,
+    TORCH_DTYPES,
     PlannerSetupError,
     device_of,
     folder_parts,
@@ -104,7 +104,7 @@ class Planner:
             )
         self.config = config
         self.weights = weights or ("random-init" if folder is None else UNVERIFIED)
-        self.dtype = DTYPES[config.model.dtype]
+        self.dtype = TORCH_DTYPES[config.model.dtype]
         self.device = device_of(config)
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
         self.tokenizer = tokenizer

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from blockplan.config import PlannerConfig
+from blockplan.config import DTYPES, PlannerConfig
 from blockplan.engine.device import DeviceError, resolve_device
 from blockplan.errors import UserError
 from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
@@ -30,12 +30,8 @@ if TYPE_CHECKING:
     from blockplan.model.qwen2_5_vl.planner_model import QwenPlannerModel
 
 TOKENIZER_NAME = "tokenizer.json"
-DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+# The torch dtype of each `model.dtype` the configuration accepts (config.DTYPES).
+TORCH_DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPES}
 
 
 class PlannerSetupError(UserError, ValueError):
@@ -125,7 +121,7 @@ def random_parts(
         if adjust is not None:
             raise PlannerSetupError(f"preset {preset!r}: a Qwen2.5-VL preset takes no adjust")
         config = config or fastddrive_config()
-        dtype = DTYPES[config.model.dtype]
+        dtype = TORCH_DTYPES[config.model.dtype]
         device = device_of(config)  # drawn there: 3.75 B values take ~100 s on a CPU core
         model, tokenizer, schema = qwen_random_parts(
             preset, config, dtype, seed, num_layers, device

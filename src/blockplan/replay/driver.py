@@ -12,7 +12,6 @@ alone shows everything in RViz or Foxglove.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import tempfile
@@ -254,12 +253,9 @@ def replay_bag(
     `progress(done, total)` is called as input messages are consumed. Ctrl-C (a
     KeyboardInterrupt) stops the replay between messages: the bag is closed and
     `ReplayInterrupted` carries the result of the ticks done (`"interrupted": true`)."""
-    control = dataclasses.replace(
-        config.control,
-        timing=timing,
-        rate_hz=config.control.rate_hz if rate_hz is None else rate_hz,
-    )  # validated: a rate of 0 is an error, not the default
-    config = dataclasses.replace(config, control=control)
+    rate_hz = config.control.rate_hz if rate_hz is None else rate_hz
+    # validated: a rate of 0 is an error, not the default
+    config = config.with_params({"control.timing": timing, "control.rate_hz": rate_hz})
     out_dir = Path(out_dir)
     plans_bag = prepare_output_dir(out_dir)
     limits = limits or RuntimeLimits()
@@ -316,7 +312,7 @@ def replay_bag(
         runtime_metrics,
         replayer.log,
         timing=timing,
-        rate_hz=control.rate_hz,
+        rate_hz=config.control.rate_hz,
         bag=str(bag),
         camera_topics=sorted(topics.cameras),
         missing_camera_topics=list(topics.missing_cameras),
