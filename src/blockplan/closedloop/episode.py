@@ -210,7 +210,7 @@ def _drive(world, spec, planned, rig, controller_config, on_start, frame_sink) -
     if runtime is not None:
         m = runtime.metrics()
         counters = {k: int(m.get(k, 0)) for k in ("ticks", "plans", "fallbacks", "invalid_plans",
-                                                  "planner_errors")}  # fmt: skip
+                                                  "uncomfortable_plans", "planner_errors")}  # fmt: skip
         runtime.close()
     return EpisodeResult(
         policy=name,
