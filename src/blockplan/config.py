@@ -226,12 +226,18 @@ class FrameWindowConfig:
 
 @dataclass(frozen=True)
 class TrajectoryOutputConfig:
-    """The published trajectory: JMT-upsampled at `dt` over `horizon_s`, stitched onto the
-    commanded state over `stitch_duration_s`."""
+    """The published trajectory: the jerk-minimizing fit of the waypoints within
+    `waypoint_tolerance_m` (0: the WOD-E2E JMT interpolation, exactly through them), sampled
+    at `dt` over `horizon_s`, stitched onto the commanded state over `stitch_duration_s`."""
 
     dt: float = 0.25
     horizon_s: float = 5.0
     stitch_duration_s: float = 0.5
+    # A waypoint's distance from the published path may be up to this (m): ±0.5 m of waypoint
+    # noise on a 20 m/s cruise then gives ~6 m/s³ of jerk at most, not ~20 (trajectory/smooth.py);
+    # 0.2 m and more let a car tracking the expert's roundabout path leave the lane
+    # (docs/RUNTIME.md "The published path").
+    waypoint_tolerance_m: float = 0.15
 
     def __post_init__(self) -> None:
         _positive("trajectory.dt", self.dt)
@@ -245,11 +251,60 @@ class TrajectoryOutputConfig:
             self.stitch_duration_s,
             "must be in [0, horizon_s)",
         )
+        _check(
+            math.isfinite(self.waypoint_tolerance_m) and self.waypoint_tolerance_m >= 0,
+            "trajectory.waypoint_tolerance_m",
+            self.waypoint_tolerance_m,
+            "must be a finite number >= 0",
+        )
+
+
+def _check_limits(section: str, limits: Any) -> None:
+    _positive(f"{section}.max_speed", limits.max_speed)
+    _check(
+        math.isfinite(limits.min_accel) and limits.min_accel < 0,
+        f"{section}.min_accel",
+        limits.min_accel,
+        "must be a finite number < 0",
+    )
+    for name in ("max_accel", "max_lateral_accel", "max_abs_jerk", "max_yaw_rate"):
+        _positive(f"{section}.{name}", getattr(limits, name))
+    _check(
+        math.isfinite(limits.yaw_rate_min_speed) and limits.yaw_rate_min_speed >= 0,
+        f"{section}.yaw_rate_min_speed",
+        limits.yaw_rate_min_speed,
+        "must be a finite number >= 0",
+    )
 
 
 @dataclass(frozen=True)
 class GateConfig:
-    """Validity gates on a trajectory (defaults: docs/ALGORITHMS.md §9, Alpamayo's limits)."""
+    """Hard feasibility limits on a plan's published trajectory: beyond any of them the plan
+    is rejected and the fallback published. Set for what a car cannot do (or a decoding
+    error, e.g. a wrong leading digit, makes it do), calibrated so that the simulator
+    expert's own futures pass in >= 99 % of the test samples of every scenario
+    (docs/BENCHMARKS.md "Validity gates")."""
+
+    max_speed: float = 40.0
+    min_accel: float = -8.0  # ≈ 0.8 g: emergency braking on dry asphalt
+    max_accel: float = 8.0
+    max_lateral_accel: float = 10.0  # ≈ 1 g: no tyre holds more
+    max_abs_jerk: float = 50.0
+    max_yaw_rate: float = 2.0
+    # Below this speed (m/s) the yaw rate is not checked: a path's heading at a standstill is
+    # fit noise (the fit's curvature at 0.6 m/s), harmless at that speed (lateral
+    # acceleration = speed · yaw rate, checked everywhere).
+    yaw_rate_min_speed: float = 3.0
+
+    def __post_init__(self) -> None:
+        _check_limits("gates", self)
+
+
+@dataclass(frozen=True)
+class ComfortConfig:
+    """Comfort limits (Alpamayo's, docs/ALGORITHMS.md §9): a plan beyond them is still published;
+    the excess is counted (`uncomfortable_plans`) and reported on /diagnostics and in the
+    metrics. Same checks as the hard `gates`."""
 
     max_speed: float = 40.0
     min_accel: float = -4.05
@@ -257,14 +312,10 @@ class GateConfig:
     max_lateral_accel: float = 4.89
     max_abs_jerk: float = 8.37
     max_yaw_rate: float = 0.95
+    yaw_rate_min_speed: float = 0.0  # m/s: the yaw rate is checked at every speed
 
     def __post_init__(self) -> None:
-        _positive("gates.max_speed", self.max_speed)
-        _check(self.min_accel < 0, "gates.min_accel", self.min_accel, "must be < 0")
-        _positive("gates.max_accel", self.max_accel)
-        _positive("gates.max_lateral_accel", self.max_lateral_accel)
-        _positive("gates.max_abs_jerk", self.max_abs_jerk)
-        _positive("gates.max_yaw_rate", self.max_yaw_rate)
+        _check_limits("comfort", self)
 
 
 @dataclass(frozen=True)
@@ -324,6 +375,7 @@ class PlannerConfig:
     frame_window: FrameWindowConfig = field(default_factory=FrameWindowConfig)
     trajectory: TrajectoryOutputConfig = field(default_factory=TrajectoryOutputConfig)
     gates: GateConfig = field(default_factory=GateConfig)
+    comfort: ComfortConfig = field(default_factory=ComfortConfig)
     fallback: FallbackConfig = field(default_factory=FallbackConfig)
     topics: TopicsConfig = field(default_factory=TopicsConfig)
     frames: FramesConfig = field(default_factory=FramesConfig)

@@ -38,7 +38,7 @@ from blockplan.types import CameraFrame, Trajectory
 
 EXPERT = "expert"
 FEED_MARGIN_S = 0.5
-COUNTERS = ("ticks", "plans", "fallbacks", "invalid_plans", "planner_errors")
+COUNTERS = ("ticks", "plans", "fallbacks", "invalid_plans", "uncomfortable_plans", "planner_errors")
 FrameSink = Callable[[float, dict[str, np.ndarray]], None]
 Hook = Callable[[Any], None]  # called with the highway-env env
 

@@ -63,6 +63,7 @@ class PlannerRuntime:
             output=config.trajectory,
             gates=config.gates,
             max_deviation_m=config.rollouts.max_deviation_m,
+            comfort=config.comfort,
         )
         self.worker: InferenceWorker
         if timing is None:
@@ -83,7 +84,8 @@ class PlannerRuntime:
         # a second of slack for the odometry rate.
         self.history: HistorySpec = history_spec(planner)
         self.ego = EgoHistory(self.limits, self.history.span_s + fw.max_frame_age_s + 1.0)
-        self.fallback = Fallback(config.fallback, config.trajectory, config.gates)
+        # The stop keeps to the comfort jerk where it can (a fallback is not an emergency).
+        self.fallback = Fallback(config.fallback, config.trajectory, config.comfort)
         self.period_ns = seconds_to_ns(1.0 / config.control.rate_hz)
         self.route_command = DEFAULT_ROUTE_COMMAND
         self.epoch = 0
@@ -257,10 +259,16 @@ class PlannerRuntime:
             latency_ns=result.latency_ns,
             ready_ns=result.ready_ns,
             is_degraded=result.request.is_degraded,
+            comfort=processed.comfort,
+            protocol_xy=None if processed.protocol is None else processed.protocol.xy,
         )
         self.newest = accepted
         self.fallback.remember(processed.trajectory, pose)
         self.health.count("plans")
+        if not processed.comfort.ok:  # published all the same: reported, never rejected
+            self.health.count("uncomfortable_plans")
+            for check in processed.comfort.failed_checks:
+                self.health.count(f"comfort_{check}")
         return accepted
 
     def _maybe_request(self, now: int, snapshot: WindowSnapshot) -> tuple[bool, str | None, int]:
