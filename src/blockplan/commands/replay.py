@@ -16,6 +16,7 @@ from blockplan.config import (
     load_config,
 )
 from blockplan.replay import ReplayInputError, ReplayOutputs, load_planner, run_replay
+from blockplan.replay.requests import RequestsFileError, read_request_stamps
 
 HELP = "replay a ROS 2 bag through the control loop: plans.mcap, metrics.json, report.html"
 
@@ -40,6 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, help="control rate in Hz (default: control.rate_hz)")
     parser.add_argument("--params", help="ROS 2 params YAML (default: the shipped planner.yaml)")
     add_set_argument(parser)
+    parser.add_argument(
+        "--requests",
+        metavar="FILE",
+        help="plan only for the windows a live run planned for: its reasoning records "
+        "(reasoning.jsonl of `blockplan play --observe`, or a bag with /planning/reasoning); "
+        "with --timing ideal the replayed plans are then comparable request by request",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -83,6 +91,12 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
                 f"{prefill['frames_reused']} / computed {prefill['frames_computed']}"
             )
         lines.append(line)
+    if m.get("requests"):
+        r = m["requests"]
+        lines.append(
+            f"  requests: followed {r['requested']} of the {r['given']} given request stamps"
+            + (f" ({len(r['not_requested_ns'])} had no window)" if r["not_requested_ns"] else "")
+        )
     if m.get("missing_camera_topics"):
         lines.append(f"  missing camera topics: {', '.join(m['missing_camera_topics'])}")
     lines += [
@@ -97,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.params or default_params_path(), overrides=args.set)
         planner = load_planner(args.model or config.model.dir, config)
-    except (ConfigError, ReplayInputError) as e:
+        request_stamps = read_request_stamps(args.requests) if args.requests else None
+    except (ConfigError, ReplayInputError, RequestsFileError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     bar = tqdm(total=0, unit="msg", desc="replay", disable=args.no_progress, file=sys.stderr)
@@ -116,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             rate_hz=args.rate,
             progress=progress,
             extra_metrics={"model": args.model or config.model.dir},
+            request_stamps=request_stamps,
         )
     except (BagError, ReplayInputError, ConfigError) as e:
         bar.close()

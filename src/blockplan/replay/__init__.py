@@ -4,7 +4,7 @@ HTML report and PNG plots (DESIGN.md §5)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,10 +49,15 @@ def run_replay(
     rate_hz: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     extra_metrics: dict[str, Any] | None = None,
+    request_stamps: Sequence[int] | None = None,
 ) -> ReplayOutputs:
-    """Replay `bag` and write plans.mcap, metrics.json, report.html and the PNG plots."""
+    """Replay `bag` and write plans.mcap, metrics.json, report.html and the PNG plots.
+    `request_stamps`: follow a live run's requests (`blockplan.replay.requests`)."""
     out_dir = Path(out_dir)
-    result = replay_bag(bag, out_dir, planner, config, timing, rate_hz, progress=progress)
+    result = replay_bag(
+        bag, out_dir, planner, config, timing, rate_hz, progress=progress,
+        request_stamps=request_stamps,
+    )  # fmt: skip
     metrics = {**result.metrics, **(extra_metrics or {})}
     metrics_json = out_dir / "metrics.json"
     metrics_json.write_text(json.dumps(metrics, indent=2) + "\n")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,6 +184,15 @@ class _Replayer:
             self.runtime.on_route_command(str(msg.data))
 
 
+def _followed(request_stamps: Sequence[int], runtime: PlannerRuntime) -> dict[str, Any]:
+    missed = runtime.pending_request_stamps
+    return {
+        "given": len(set(request_stamps)),
+        "requested": len(set(request_stamps)) - len(missed),
+        "not_requested_ns": missed,  # no window with that stamp (or the worker was busy)
+    }
+
+
 def replay_bag(
     bag: str | Path,
     out_dir: str | Path,
@@ -193,9 +202,11 @@ def replay_bag(
     rate_hz: float | None = None,
     limits: RuntimeLimits | None = None,
     progress: Callable[[int, int], None] | None = None,
+    request_stamps: Sequence[int] | None = None,
 ) -> ReplayResult:
     """Replay `bag` into `out_dir/plans.mcap`; return the metrics and the replay log.
-    `progress(done, total)` is called as input messages are consumed."""
+    `progress(done, total)` is called as input messages are consumed. `request_stamps`: plan
+    only the windows with these stamps (a live run's requests, `blockplan.replay.requests`)."""
     control = dataclasses.replace(
         config.control, timing=timing, rate_hz=rate_hz or config.control.rate_hz
     )
@@ -219,7 +230,9 @@ def replay_bag(
         copied = tuple(t for t in reader.topics if t.startswith(GROUND_TRUTH_PREFIX))
         total = sum(reader.topics[t].num_messages for t in topics.all + copied)
         clock = VirtualClock()
-        runtime = PlannerRuntime(config, planner, clock, timing, limits)
+        runtime = PlannerRuntime(
+            config, planner, clock, timing, limits, request_stamps=request_stamps
+        )
         try:
             with BagWriter(plans_bag, typestore=reader.typestore) as writer:
                 publisher = OutputPublisher(writer, config)
@@ -248,5 +261,6 @@ def replay_bag(
             runtime_metrics,
             planner_streaming() if planner_streaming is not None else None,
         ),
+        **({} if request_stamps is None else {"requests": _followed(request_stamps, runtime)}),
     )
     return ReplayResult(metrics, replayer.log, topics, plans_bag)

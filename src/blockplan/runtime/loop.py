@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Iterable
 
 from blockplan.config import PlannerConfig
 from blockplan.runtime.clock import Clock, Stopwatch, default_stopwatch
@@ -29,7 +30,7 @@ from blockplan.runtime.health import DiagnosticStatusData, Health
 from blockplan.runtime.limits import RuntimeLimits
 from blockplan.runtime.output import TickOutput, choose_trajectory
 from blockplan.runtime.planner import Planner
-from blockplan.runtime.plans import AcceptedPlan, plan_trajectory
+from blockplan.runtime.plans import AcceptedPlan, PlanWindow, RejectedPlan, plan_trajectory
 from blockplan.runtime.worker import (
     InferenceRequest,
     InferenceResult,
@@ -54,9 +55,12 @@ class PlannerRuntime:
         timing: str | None = None,
         limits: RuntimeLimits | None = None,
         stopwatch: Stopwatch = default_stopwatch,
+        request_stamps: Iterable[int] | None = None,
     ) -> None:
         """timing: None runs the planner on a worker thread (live); "ideal" / "measured" run
-        it on a `VirtualWorker` (replay on a virtual clock, DESIGN.md §5)."""
+        it on a `VirtualWorker` (replay on a virtual clock, DESIGN.md §5). request_stamps:
+        when given, a request is only made for a window whose stamp t0 is one of these, once
+        each (replay following a live run's requests, RUNTIME.md "Live and offline")."""
         self.config = config
         postprocess = functools.partial(
             plan_trajectory,
@@ -88,6 +92,8 @@ class PlannerRuntime:
         self._last_tick_ns: int | None = None
         self._events: list[str] = []
         self._num_invalid_reported = 0
+        self._rejected: list[RejectedPlan] = []
+        self._schedule = None if request_stamps is None else {int(s) for s in request_stamps}
         # tick() and reset() may run on different executor threads in the live node.
         self._lock = threading.RLock()
 
@@ -180,6 +186,7 @@ class PlannerRuntime:
         self.health.record_latency("tick", tick_ns)
         self._last_tick_ns = now
         events, self._events = tuple(self._events), []
+        rejected, self._rejected = tuple(self._rejected), []
         output = TickOutput(
             now_ns=now,
             trajectory=choice.trajectory,
@@ -192,6 +199,7 @@ class PlannerRuntime:
             is_requested=is_requested,
             tick_ns=tick_ns,
             events=events,
+            rejected_plans=rejected,
         )
         self.last_output = output
         return output
@@ -215,11 +223,19 @@ class PlannerRuntime:
             self.health.record_latency("encode_prefill", int(ms * 1e6))
         if result.latency_ns > self.period_ns:
             self.health.count("inference_overruns")
+        request = result.request
+        window = PlanWindow.of(request.observation, request.requested_ns, request.is_degraded)
         if result.error_kind == "invalid_plan":
             self.health.count("invalid_plans")
             self.last_problem["plan"] = str(result.error)
             self._events.append(f"invalid plan: {result.error}")
             log.debug("invalid plan: %s", result.error)
+            if result.plan is not None:
+                self._rejected.append(
+                    RejectedPlan(
+                        result.plan, str(result.error), result.latency_ns, result.ready_ns, window
+                    )
+                )
             return None
         if result.plan is None or result.processed is None:
             self.health.count("planner_errors")
@@ -240,6 +256,7 @@ class PlannerRuntime:
             latency_ns=result.latency_ns,
             ready_ns=result.ready_ns,
             is_degraded=result.request.is_degraded,
+            window=window,
         )
         self.newest = accepted
         self.fallback.remember(processed.trajectory, pose)
@@ -265,8 +282,12 @@ class PlannerRuntime:
                 self.health.count("waits")
                 return False, None, 0
             is_degraded = True
+        if self._schedule is not None and snapshot.stamp_ns not in self._schedule:
+            return False, None, 0
         if not self.worker.is_idle:
             return False, None, 0
+        if self._schedule is not None:
+            self._schedule.discard(snapshot.stamp_ns)
         frames = snapshot.degrade_frames() if is_degraded else snapshot.complete_frames()
         fw = self.config.frame_window
         history = self.ego.history(
@@ -292,6 +313,11 @@ class PlannerRuntime:
         return True, None, self.stopwatch() - start
 
     # ---------------------------------------------------------------- reporting
+
+    @property
+    def pending_request_stamps(self) -> list[int]:
+        """With `request_stamps`: the stamps not requested yet (sorted); else empty."""
+        return sorted(self._schedule or ())
 
     def diagnostics(self) -> list[DiagnosticStatusData]:
         """The diagnostics snapshot; `blockplan: inputs` warns about rejections since the

@@ -16,11 +16,52 @@ from blockplan.trajectory import (
     consensus_rollouts,
     upsample,
 )
-from blockplan.types import Plan, Trajectory
+from blockplan.types import Observation, Plan, Trajectory
 
 
 class InvalidPlanError(ValueError):
     """A plan that cannot be published: non-finite waypoints or failed validity gates."""
+
+
+@dataclass(frozen=True)
+class PlanWindow:
+    """Which inputs a plan was computed from, so a live plan and a replayed one can be
+    compared (RUNTIME.md "Live and offline"): the request stamp t0 (the newest fresh frame),
+    the tick that asked, each camera's frame stamps (oldest→newest; a degraded camera's black
+    frames carry the stamps of the first fresh camera), the ego history stamps and the route
+    command."""
+
+    stamp_ns: int
+    requested_ns: int
+    frames: tuple[tuple[str, tuple[int, ...]], ...]
+    ego_stamps_ns: tuple[int, ...]
+    route_command: str
+    is_degraded: bool = False
+
+    @classmethod
+    def of(cls, observation: Observation, requested_ns: int, is_degraded: bool) -> PlanWindow:
+        frames: dict[str, list[int]] = {}
+        for frame in observation.frames:
+            frames.setdefault(frame.camera, []).append(int(frame.stamp_ns))
+        return cls(
+            stamp_ns=int(observation.stamp_ns),
+            requested_ns=int(requested_ns),
+            frames=tuple((camera, tuple(stamps)) for camera, stamps in frames.items()),
+            ego_stamps_ns=tuple(int(e.stamp_ns) for e in observation.ego_history),
+            route_command=observation.route_command,
+            is_degraded=bool(is_degraded),
+        )
+
+    def to_json(self) -> dict:
+        """The JSON form published in the reasoning record (`window`)."""
+        return {
+            "stamp_ns": self.stamp_ns,
+            "requested_ns": self.requested_ns,
+            "frames": {camera: list(stamps) for camera, stamps in self.frames},
+            "ego_stamps_ns": list(self.ego_stamps_ns),
+            "route_command": self.route_command,
+            "is_degraded": self.is_degraded,
+        }
 
 
 @dataclass(frozen=True)
@@ -37,6 +78,23 @@ class AcceptedPlan:
     latency_ns: int
     ready_ns: int
     is_degraded: bool = False
+    window: PlanWindow | None = None
+
+    @property
+    def stamp_ns(self) -> int:
+        return self.plan.stamp_ns
+
+
+@dataclass(frozen=True)
+class RejectedPlan:
+    """A plan the planner returned but the post-processing rejected (non-finite waypoints,
+    failed gates): never published as a trajectory, but its reasoning is, with the reason."""
+
+    plan: Plan
+    reason: str
+    latency_ns: int
+    ready_ns: int
+    window: PlanWindow | None = None
 
     @property
     def stamp_ns(self) -> int:
