@@ -27,6 +27,7 @@ Topics from the config are used relative to the node's namespace (`namespace:=ca
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -53,6 +54,7 @@ from blockplan.bags.tick import (
     TRAJECTORY,
     TickMessages,
     model_status,
+    node_status,
 )
 from blockplan.config import DEFAULT_NODE_NAME, ConfigError, PlannerConfig
 from blockplan.ros.interfaces import (
@@ -73,6 +75,7 @@ from blockplan.ros.params import (
     unknown_parameters,
 )
 from blockplan.runtime import PlannerRuntime
+from blockplan.runtime.cpu import CpuMeter
 from blockplan.runtime.model import (
     ModelLoadError,
     load_verified_planner,
@@ -98,6 +101,7 @@ class PlannerNode(Node):
         self._loop_timers: list[Any] = []
         self._runtime: PlannerRuntime | None = None
         self._messages: TickMessages | None = None
+        self._cpu: CpuMeter | None = None
         self._warmup_ms = 0.0
 
     # ------------------------------------------------------------------ lifecycle
@@ -135,6 +139,8 @@ class PlannerNode(Node):
         with self._lock:
             self._runtime = PlannerRuntime(config, planner, RosClock(self))
             self._messages = TickMessages(self._ns, config)
+            self._cpu = CpuMeter(getattr(self._runtime.worker, "thread_ident", None))
+            self._cpu.sample(0)
             self._warmup_ms = warmup_ms
             self._loop_timers = [
                 self.create_timer(
@@ -267,6 +273,7 @@ class PlannerNode(Node):
                 self.destroy_timer(timer)
             runtime = self._runtime
             self._runtime, self._messages, self._loop_timers = None, None, []
+            self._cpu = None
         if runtime is not None:
             runtime.close()  # joins the inference worker
             del runtime
@@ -311,6 +318,10 @@ class PlannerNode(Node):
             if runtime is None or messages is None or config is None:
                 return
             statuses = [model_status(config, self._warmup_ms), *runtime.diagnostics()]
+            if self._cpu is not None:
+                statuses.append(
+                    node_status(self._cpu.sample(runtime.health.counts().get("ticks", 0)))
+                )
             stamp_ns = runtime.clock.now_ns()
             self._outputs[DIAGNOSTICS].publish(messages.diagnostics(statuses, stamp_ns))
 
@@ -325,7 +336,8 @@ def main(args: list[str] | None = None) -> None:
     try:
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
-        node.get_logger().info("interrupted: shutting down")
+        # SIGINT already shut the context down: the node's logger would try /rosout.
+        print(f"[{node.get_name()}] interrupted: shutting down", file=sys.stderr, flush=True)
     finally:
         node.release()
         executor.shutdown()

@@ -178,6 +178,11 @@ class ThreadWorker:
         with self._cond:
             return not self._busy and not self._closed
 
+    @property
+    def thread_ident(self) -> int | None:
+        """The inference thread's id (`time.pthread_getcpuclockid` measures its CPU time)."""
+        return self._thread.ident
+
     def submit(self, request: InferenceRequest) -> None:
         with self._cond:
             if self._busy:
