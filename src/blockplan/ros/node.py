@@ -27,6 +27,9 @@ Topics from the config are used relative to the node's namespace (`namespace:=ca
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
 import sys
 import threading
 from typing import Any
@@ -310,7 +313,7 @@ class PlannerNode(Node):
             if self._runtime is None or self._messages is None:
                 return
             for key, msg in self._messages.tick(self._runtime.tick()):
-                self._outputs[key].publish(msg)
+                self._publish(key, msg)
 
     def _on_diagnostics(self) -> None:
         with self._lock:
@@ -323,12 +326,20 @@ class PlannerNode(Node):
                     node_status(self._cpu.sample(runtime.health.counts().get("ticks", 0)))
                 )
             stamp_ns = runtime.clock.now_ns()
-            self._outputs[DIAGNOSTICS].publish(messages.diagnostics(statuses, stamp_ns))
+            self._publish(DIAGNOSTICS, messages.diagnostics(statuses, stamp_ns))
+
+    def _publish(self, key: str, msg: Any) -> None:
+        try:
+            self._outputs[key].publish(msg)
+        except Exception:
+            if self.context.ok():
+                raise
+            # Ctrl-C shut the context down under a running tick: nowhere to publish to.
 
 
 def main(args: list[str] | None = None) -> None:
     """`ros2 run blockplan planner_node` (started unconfigured; planner.launch.py configures
-    and activates it)."""
+    and activates it). Ctrl-C releases everything and ends the process at once (os._exit)."""
     rclpy.init(args=args)
     node = PlannerNode()
     executor = MultiThreadedExecutor()
@@ -336,6 +347,10 @@ def main(args: list[str] | None = None) -> None:
     try:
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
+        # Ctrl-C in a terminal reaches the node twice (from the terminal and forwarded by
+        # `ros2 launch`): the second must not cut the cleanup short. A hung cleanup still
+        # ends with launch's SIGTERM.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         # SIGINT already shut the context down: the node's logger would try /rosout.
         print(f"[{node.get_name()}] interrupted: shutting down", file=sys.stderr, flush=True)
     finally:
@@ -344,6 +359,12 @@ def main(args: list[str] | None = None) -> None:
         node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
+    # Everything is released; the interpreter's own teardown with torch loaded takes 1-2 s
+    # more on a busy CPU, which `ros2 launch` (and Ctrl-C) would wait for.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
