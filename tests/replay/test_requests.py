@@ -66,7 +66,12 @@ def test_replay_following_requests_plans_the_same_windows(tmp_path: Path) -> Non
 def test_request_stamps_from_a_bag_and_bad_files(tmp_path: Path) -> None:
     bag = tmp_path / "live.mcap"
     ns = TypestoreMessages()
-    records = [{"stamp_ns": START_NS + i, "window": {"stamp_ns": START_NS + i}} for i in (2, 1, 2)]
+    window = {"requested_ns": 0, "frames": {"front": [START_NS]}, "ego_stamps_ns": [START_NS],
+              "route_command": "lane_follow"}  # fmt: skip
+    records = [
+        {"stamp_ns": START_NS + i, "window": {**window, "stamp_ns": START_NS + i}}
+        for i in (2, 1, 2)
+    ]
     with BagWriter(bag) as writer:
         for i, record in enumerate(records):
             writer.write("/car1/planning/reasoning", string_msg(ns, json.dumps(record)), i + 1)
@@ -77,6 +82,10 @@ def test_request_stamps_from_a_bag_and_bad_files(tmp_path: Path) -> None:
     bad.write_text('{"stamp_ns": 1}\nnot json\n')
     with pytest.raises(RequestsFileError, match="bad.jsonl:2"):
         read_request_stamps(bad)
+    old = tmp_path / "old.jsonl"
+    old.write_text('{"stamp_ns": 1}\n')
+    with pytest.raises(RequestsFileError, match="has no window"):
+        read_request_stamps(old)
     other = make_bag(tmp_path / "inputs.mcap", BagSpec(duration_s=1.0))
     with pytest.raises(RequestsFileError, match="no \\*/planning/reasoning topic"):
         read_request_stamps(other)

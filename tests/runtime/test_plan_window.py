@@ -9,6 +9,7 @@ from blockplan.bags import TypestoreMessages
 from blockplan.bags.tick import REASONING, TickMessages, reasoning_record
 from blockplan.config import PlannerConfig
 from blockplan.runtime import ConstantVelocityPlanner, PlannerRuntime, VirtualClock
+from blockplan.runtime.plans import PlanWindow
 from blockplan.types import Observation, Plan
 from tests.runtime.test_loop import MS, Drive, _runtime
 
@@ -55,21 +56,45 @@ def test_rejected_plans_come_out_with_their_reason_and_window() -> None:
     assert [key for key, _ in messages] == ["trajectory", REASONING]
 
 
-def test_request_stamps_make_requests_only_for_those_windows() -> None:
+def test_request_windows_are_rebuilt_frame_for_frame() -> None:
+    # The run to follow: its windows, as the reasoning records carry them.
+    first, drive = _runtime("ideal")
+    windows = [p.window for o in drive.run(10) for p in o.new_plans]
+    # A window as a live node may see it: the rear camera's newest frame not in yet.
+    late = windows[6]
+    frames = dict(late.frames)
+    frames["rear"] = (frames["rear"][0], frames["rear"][1] - 100 * MS)
+    late = dataclasses.replace(late, frames=tuple(frames.items()), route_command="turn_left")
+    degraded = dataclasses.replace(windows[8], is_degraded=True, degraded_cameras=("front",))
+    missing = dataclasses.replace(windows[4], stamp_ns=windows[4].stamp_ns + 50 * MS)
+    wanted = [windows[2], late, degraded, missing]
+
     config = PlannerConfig()
     clock = VirtualClock(10**9)
-    start = 10**9
-    wanted = [start + 300 * MS, start + 700 * MS, start + 50 * MS]  # the last matches no frame
     runtime = PlannerRuntime(
-        config, ConstantVelocityPlanner(), clock, "ideal", request_stamps=wanted
+        config, ConstantVelocityPlanner(), clock, "ideal", request_windows=wanted
     )
-    drive = Drive(runtime, clock, start_ns=start)
-    outputs = drive.run(10)
-    planned = [p.stamp_ns for o in outputs for p in o.new_plans]
-    assert planned == wanted[:2]
-    assert runtime.metrics()["requests"] == 2
-    assert runtime.pending_request_stamps == [wanted[2]]
-    # Without stamps nothing changes: a request at every tick.
+    outputs = Drive(runtime, clock).run(10)
+    plans = [p for o in outputs for p in o.new_plans]
+    assert [p.stamp_ns for p in plans] == [w.stamp_ns for w in wanted[:3]]
+    assert runtime.metrics()["requests"] == 3
+    assert [p.window.frames for p in plans] == [w.frames for w in wanted[:3]]
+    assert plans[1].window.route_command == "turn_left"
+    assert plans[2].window.degraded_cameras == ("front",) and plans[2].is_degraded
+    assert runtime.pending_request_stamps == [missing.stamp_ns]  # no frame at that stamp
+    # The JSON form goes both ways.
+    assert PlanWindow.from_json(late.to_json()) == late
+
+
+def test_frames_by_stamp_finds_buffered_frames_and_fills_black_ones() -> None:
     runtime, drive = _runtime("ideal")
-    drive.run(10)
-    assert runtime.metrics()["requests"] == 10 and runtime.pending_request_stamps == []
+    drive.run(8)
+    t = drive.t
+    wanted = (("front_left", (t - 500 * MS, t)), ("front", (t - 500 * MS, t)))
+    frames = runtime.window.frames_by_stamp(wanted, black=("front",))
+    assert [(f.camera, f.stamp_ns) for f in frames] == [
+        ("front_left", t - 500 * MS), ("front_left", t), ("front", t - 500 * MS), ("front", t)
+    ]  # fmt: skip
+    assert not frames[2].image.any()
+    assert runtime.window.frames_by_stamp((("front", (t + 1,)),)) is None
+    assert runtime.window.frames_by_stamp((("side", (t,)),)) is None

@@ -16,7 +16,7 @@ from blockplan.config import (
     load_config,
 )
 from blockplan.replay import ReplayInputError, ReplayOutputs, load_planner, run_replay
-from blockplan.replay.requests import RequestsFileError, read_request_stamps
+from blockplan.replay.requests import RequestsFileError, read_request_windows
 
 HELP = "replay a ROS 2 bag through the control loop: plans.mcap, metrics.json, report.html"
 
@@ -44,9 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--requests",
         metavar="FILE",
-        help="plan only for the windows a live run planned for: its reasoning records "
-        "(reasoning.jsonl of `blockplan play --observe`, or a bag with /planning/reasoning); "
-        "with --timing ideal the replayed plans are then comparable request by request",
+        help="plan only the windows a live run planned for, with the same frames: its "
+        "reasoning records (reasoning.jsonl of `blockplan play --observe`, or a bag with "
+        "/planning/reasoning); with --timing ideal each replayed plan matches a live one",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -94,8 +94,8 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
     if m.get("requests"):
         r = m["requests"]
         lines.append(
-            f"  requests: followed {r['requested']} of the {r['given']} given request stamps"
-            + (f" ({len(r['not_requested_ns'])} had no window)" if r["not_requested_ns"] else "")
+            f"  requests: followed {r['requested']} of the {r['given']} given windows"
+            + (f" ({len(r['not_requested_ns'])} not in this bag)" if r["not_requested_ns"] else "")
         )
     if m.get("missing_camera_topics"):
         lines.append(f"  missing camera topics: {', '.join(m['missing_camera_topics'])}")
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.params or default_params_path(), overrides=args.set)
         planner = load_planner(args.model or config.model.dir, config)
-        request_stamps = read_request_stamps(args.requests) if args.requests else None
+        request_windows = read_request_windows(args.requests) if args.requests else None
     except (ConfigError, ReplayInputError, RequestsFileError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             rate_hz=args.rate,
             progress=progress,
             extra_metrics={"model": args.model or config.model.dir},
-            request_stamps=request_stamps,
+            request_windows=request_windows,
         )
     except (BagError, ReplayInputError, ConfigError) as e:
         bar.close()

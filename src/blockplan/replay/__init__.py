@@ -16,6 +16,7 @@ from blockplan.replay.plots import summary_plots
 from blockplan.replay.report import write_report
 from blockplan.replay.topics import ReplayInputError
 from blockplan.runtime import Planner
+from blockplan.runtime.plans import PlanWindow
 
 __all__ = [
     "ReplayInputError",
@@ -49,14 +50,14 @@ def run_replay(
     rate_hz: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     extra_metrics: dict[str, Any] | None = None,
-    request_stamps: Sequence[int] | None = None,
+    request_windows: Sequence[PlanWindow] | None = None,
 ) -> ReplayOutputs:
     """Replay `bag` and write plans.mcap, metrics.json, report.html and the PNG plots.
-    `request_stamps`: follow a live run's requests (`blockplan.replay.requests`)."""
+    `request_windows`: follow a live run's requests (`blockplan.replay.requests`)."""
     out_dir = Path(out_dir)
     result = replay_bag(
         bag, out_dir, planner, config, timing, rate_hz, progress=progress,
-        request_stamps=request_stamps,
+        request_windows=request_windows,
     )  # fmt: skip
     metrics = {**result.metrics, **(extra_metrics or {})}
     metrics_json = out_dir / "metrics.json"

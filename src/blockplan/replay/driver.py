@@ -39,6 +39,7 @@ from blockplan.replay.record import ReplayLog
 from blockplan.replay.topics import InputTopics, resolve_topics
 from blockplan.replay.truth import GroundTruthPaths, RecordedPath
 from blockplan.runtime import Planner, PlannerRuntime, RuntimeLimits, TickOutput, VirtualClock
+from blockplan.runtime.plans import PlanWindow
 from blockplan.sim.topics import GT_PATH_TOPIC
 from blockplan.types import EgoState, seconds_to_ns
 
@@ -184,12 +185,14 @@ class _Replayer:
             self.runtime.on_route_command(str(msg.data))
 
 
-def _followed(request_stamps: Sequence[int], runtime: PlannerRuntime) -> dict[str, Any]:
+def _followed(windows: Sequence[PlanWindow], runtime: PlannerRuntime) -> dict[str, Any]:
     missed = runtime.pending_request_stamps
+    given = len({w.stamp_ns for w in windows})
     return {
-        "given": len(set(request_stamps)),
-        "requested": len(set(request_stamps)) - len(missed),
-        "not_requested_ns": missed,  # no window with that stamp (or the worker was busy)
+        "given": given,
+        "requested": given - len(missed),
+        # the bag never reached that stamp, lacked one of its frames, or the worker was busy
+        "not_requested_ns": missed,
     }
 
 
@@ -202,11 +205,11 @@ def replay_bag(
     rate_hz: float | None = None,
     limits: RuntimeLimits | None = None,
     progress: Callable[[int, int], None] | None = None,
-    request_stamps: Sequence[int] | None = None,
+    request_windows: Sequence[PlanWindow] | None = None,
 ) -> ReplayResult:
     """Replay `bag` into `out_dir/plans.mcap`; return the metrics and the replay log.
-    `progress(done, total)` is called as input messages are consumed. `request_stamps`: plan
-    only the windows with these stamps (a live run's requests, `blockplan.replay.requests`)."""
+    `progress(done, total)` is called as input messages are consumed. `request_windows`: plan
+    only these windows (a live run's requests, `blockplan.replay.requests`)."""
     control = dataclasses.replace(
         config.control, timing=timing, rate_hz=rate_hz or config.control.rate_hz
     )
@@ -231,7 +234,7 @@ def replay_bag(
         total = sum(reader.topics[t].num_messages for t in topics.all + copied)
         clock = VirtualClock()
         runtime = PlannerRuntime(
-            config, planner, clock, timing, limits, request_stamps=request_stamps
+            config, planner, clock, timing, limits, request_windows=request_windows
         )
         try:
             with BagWriter(plans_bag, typestore=reader.typestore) as writer:
@@ -261,6 +264,6 @@ def replay_bag(
             runtime_metrics,
             planner_streaming() if planner_streaming is not None else None,
         ),
-        **({} if request_stamps is None else {"requests": _followed(request_stamps, runtime)}),
+        **({} if request_windows is None else {"requests": _followed(request_windows, runtime)}),
     )
     return ReplayResult(metrics, replayer.log, topics, plans_bag)

@@ -1,16 +1,18 @@
-"""The request stamps a live run made, for `blockplan replay --requests` (RUNTIME.md "Live
+"""The windows a live run planned for, for `blockplan replay --requests` (RUNTIME.md "Live
 and offline").
 
 A live node requests a plan whenever its inference worker is idle, so which windows it planned
-for depends on its latency; replay with `--timing ideal` requests one at every tick. Replaying
-the live node's own request stamps makes the two plan for the same windows: with
-`frame_window.reuse_tolerance` > 0 a window's older frames depend on which frames earlier
-requests used, so only the same sequence of requests gives the same windows.
+for depends on its latency, and which frames a window holds on when each message arrived
+(a tick can fall between two cameras' frames of the same instant; with
+`frame_window.reuse_tolerance` > 0 the older frames depend on what earlier requests used).
+Replay with `--timing ideal` requests one at every tick, with every frame in. Following the
+live node's own windows (frame stamps per camera, degraded cameras, route command) makes
+replay plan on exactly what the node saw.
 
-The stamps come from the reasoning records the node published (`/planning/reasoning`, one
-per finished plan, accepted or rejected by the gates): a JSON-lines file of those records (as
-`blockplan play --observe DIR` writes to DIR/reasoning.jsonl), or a ROS 2 bag that recorded
-the topic.
+The windows come from the reasoning records the node published (`/planning/reasoning`, one
+per finished plan, accepted or rejected by the gates, each with its `window`): a JSON-lines
+file of those records (as `blockplan play --observe DIR` writes to DIR/reasoning.jsonl), or
+a ROS 2 bag that recorded the topic.
 """
 
 from __future__ import annotations
@@ -20,18 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from blockplan.bags import BagError, open_bag_reader
+from blockplan.runtime.plans import PlanWindow
 
 REASONING_SUFFIX = "planning/reasoning"
 
 
 class RequestsFileError(ValueError):
     """The requests file cannot be read; the message names the file and the problem."""
-
-
-def request_stamp(record: dict[str, Any]) -> int:
-    """A reasoning record's request stamp t0 (its window's stamp, or the plan's)."""
-    window = record.get("window") or {}
-    return int(window.get("stamp_ns", record["stamp_ns"]))
 
 
 def _records_from_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -57,8 +54,9 @@ def _records_from_bag(path: Path) -> list[dict[str, Any]]:
         return [json.loads(msg.data) for _, msg in reader.messages(topics)]
 
 
-def read_request_stamps(path: str | Path) -> list[int]:
-    """The distinct request stamps (sorted) of the reasoning records in `path`."""
+def read_request_windows(path: str | Path) -> list[PlanWindow]:
+    """The windows (one per request stamp, in stamp order) of the reasoning records in
+    `path`. Raises RequestsFileError naming the file and the problem."""
     path = Path(path)
     if not path.exists():
         raise RequestsFileError(f"{path}: no such file")
@@ -71,4 +69,23 @@ def read_request_stamps(path: str | Path) -> list[int]:
         raise RequestsFileError(str(e)) from e
     if not records:
         raise RequestsFileError(f"{path}: no reasoning records")
-    return sorted({request_stamp(r) for r in records})
+    windows: dict[int, PlanWindow] = {}
+    for record in records:
+        if "window" not in record:
+            raise RequestsFileError(
+                f"{path}: the record of the plan at {record['stamp_ns']} ns has no window "
+                "(recorded by a node that does not publish them)"
+            )
+        try:
+            window = PlanWindow.from_json(record["window"])
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise RequestsFileError(
+                f"{path}: malformed window at {record['stamp_ns']}: {e!r}"
+            ) from e
+        windows.setdefault(window.stamp_ns, window)
+    return [windows[s] for s in sorted(windows)]
+
+
+def read_request_stamps(path: str | Path) -> list[int]:
+    """The distinct request stamps (sorted) of the reasoning records in `path`."""
+    return [w.stamp_ns for w in read_request_windows(path)]

@@ -55,12 +55,13 @@ class PlannerRuntime:
         timing: str | None = None,
         limits: RuntimeLimits | None = None,
         stopwatch: Stopwatch = default_stopwatch,
-        request_stamps: Iterable[int] | None = None,
+        request_windows: Iterable[PlanWindow] | None = None,
     ) -> None:
         """timing: None runs the planner on a worker thread (live); "ideal" / "measured" run
-        it on a `VirtualWorker` (replay on a virtual clock, DESIGN.md §5). request_stamps:
-        when given, a request is only made for a window whose stamp t0 is one of these, once
-        each (replay following a live run's requests, RUNTIME.md "Live and offline")."""
+        it on a `VirtualWorker` (replay on a virtual clock, DESIGN.md §5). request_windows:
+        when given, requests are made only for these windows, once each, with exactly their
+        frames, ego stamps and route command, when the newest frame reaches their stamp
+        (replay following a live run's requests, RUNTIME.md "Live and offline")."""
         self.config = config
         postprocess = functools.partial(
             plan_trajectory,
@@ -93,7 +94,9 @@ class PlannerRuntime:
         self._events: list[str] = []
         self._num_invalid_reported = 0
         self._rejected: list[RejectedPlan] = []
-        self._schedule = None if request_stamps is None else {int(s) for s in request_stamps}
+        self._schedule: dict[int, PlanWindow] | None = None
+        if request_windows is not None:
+            self._schedule = {w.stamp_ns: w for w in request_windows}
         # tick() and reset() may run on different executor threads in the live node.
         self._lock = threading.RLock()
 
@@ -224,7 +227,10 @@ class PlannerRuntime:
         if result.latency_ns > self.period_ns:
             self.health.count("inference_overruns")
         request = result.request
-        window = PlanWindow.of(request.observation, request.requested_ns, request.is_degraded)
+        window = PlanWindow.of(
+            request.observation, request.requested_ns, request.is_degraded,
+            request.degraded_cameras,
+        )  # fmt: skip
         if result.error_kind == "invalid_plan":
             self.health.count("invalid_plans")
             self.last_problem["plan"] = str(result.error)
@@ -273,8 +279,13 @@ class PlannerRuntime:
             return False, None, 0
         if snapshot.stamp_ns is None:
             return False, None, 0
+        scheduled = None
+        if self._schedule is not None:
+            scheduled = self._schedule.get(snapshot.stamp_ns)
+            if scheduled is None:
+                return False, None, 0
         is_degraded = False
-        if not snapshot.is_complete:
+        if scheduled is None and not snapshot.is_complete:
             bad = ", ".join(snapshot.bad_cameras)
             if policy == "fallback":
                 return False, f"cameras stale or missing: {bad} (policy fallback)", 0
@@ -282,18 +293,23 @@ class PlannerRuntime:
                 self.health.count("waits")
                 return False, None, 0
             is_degraded = True
-        if self._schedule is not None and snapshot.stamp_ns not in self._schedule:
-            return False, None, 0
         if not self.worker.is_idle:
             return False, None, 0
-        if self._schedule is not None:
-            self._schedule.discard(snapshot.stamp_ns)
-        frames = snapshot.degrade_frames() if is_degraded else snapshot.complete_frames()
+        route, degraded = self.route_command, snapshot.bad_cameras if is_degraded else ()
+        if scheduled is not None:  # the window as the run we follow had it
+            found = self.window.frames_by_stamp(scheduled.frames, scheduled.degraded_cameras)
+            if found is None:  # a frame it used is not in this bag: left unrequested
+                return False, None, 0
+            del self._schedule[snapshot.stamp_ns]  # type: ignore[union-attr]
+            frames, route = found, scheduled.route_command
+            is_degraded, degraded = scheduled.is_degraded, scheduled.degraded_cameras
+        else:
+            frames = snapshot.degrade_frames() if is_degraded else snapshot.complete_frames()
         fw = self.config.frame_window
         history = self.ego.history(
             snapshot.stamp_ns, fw.num_frames, seconds_to_ns(fw.frame_period_s)
         )
-        observation = Observation(snapshot.stamp_ns, frames, history, self.route_command)
+        observation = Observation(snapshot.stamp_ns, frames, history, route)
         self.health.count("requests")
         if is_degraded:
             self.health.count("degraded_requests")
@@ -309,14 +325,14 @@ class PlannerRuntime:
                 "frame_spacing_error", snapshot.spacing_error_ns(self.window.period_ns)
             )
         start = self.stopwatch()
-        self.worker.submit(InferenceRequest(observation, now, self.epoch, is_degraded))
+        self.worker.submit(InferenceRequest(observation, now, self.epoch, is_degraded, degraded))
         return True, None, self.stopwatch() - start
 
     # ---------------------------------------------------------------- reporting
 
     @property
     def pending_request_stamps(self) -> list[int]:
-        """With `request_stamps`: the stamps not requested yet (sorted); else empty."""
+        """With `request_windows`: the stamps of those not requested yet (sorted)."""
         return sorted(self._schedule or ())
 
     def diagnostics(self) -> list[DiagnosticStatusData]:

@@ -42,6 +42,7 @@ class InferenceRequest:
     requested_ns: int  # clock time of the tick that asked
     epoch: int  # the runtime's time epoch (bumped on every time jump)
     is_degraded: bool = False
+    degraded_cameras: tuple[str, ...] = ()  # whose slots hold black frames
 
 
 @dataclass(frozen=True)
