@@ -24,6 +24,7 @@ Messages of a type this ROS installation does not know are skipped, with a warni
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -176,6 +177,9 @@ class BagPlayer:
             silence_at = {t: reader.start_time_ns + int(s * 1e9) for t, s in opts.silence.items()}
             wall0 = time.monotonic_ns()
             epoch0 = time.time_ns()
+            # Said once, so whoever drives a run knows when bag time `begin` was played.
+            print(f"playing {self.bag} from bag time {begin} ns at wall time {epoch0} ns",
+                  file=sys.stderr, flush=True)  # fmt: skip
 
             def bag_to_wall_epoch(stamp_ns: int) -> int:
                 return epoch0 + int((stamp_ns - begin) / opts.rate)
