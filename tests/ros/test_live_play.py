@@ -161,3 +161,18 @@ def test_compressed_images(graph: Graph, compressed_bag: Path, repo_root):
     last = {s["name"]: s for s in doc["diagnostics"][-1]["statuses"]}
     assert last["blockplan: inputs"]["values"]["invalid_inputs"] == "0"
     assert all(last[f"blockplan: camera {c}"]["level"] == 0 for c in CAMERAS)
+
+
+def test_replay_launch_plays_the_bag_with_blockplan_play_without_rosbag2(graph, raw_bag):
+    launch = graph.start(
+        "replay", ["ros2", "launch", "blockplan", "replay.launch.py", f"bag:={raw_bag}"]
+    )  # rviz:=true by default: skipped with a note where rviz2 is missing
+    with watch(graph.domain_id) as w:
+        w.wait_state("active", timeout_s=STARTUP_TIMEOUT_S)
+        out = launch.wait_output("played 8.00 s of", 60.0)
+        assert "rosbag2 (`ros2 bag`) is not installed: playing" in out, out[-3000:]
+        assert "rviz2 is not installed: not starting RViz" in out
+        assert any(r["record"]["accepted"] for r in w.seen.reasoning), out[-3000:]
+        assert len(w.seen.trajectory) >= 60
+    launch.interrupt()
+    assert_clean_exit(launch.output)
