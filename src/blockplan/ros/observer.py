@@ -46,11 +46,17 @@ def percentiles(values: list[float]) -> dict[str, float | int | None]:
     }
 
 
-def rate_hz(wall_ns: list[int]) -> float | None:
-    """Messages per second over the span of their arrivals."""
-    if len(wall_ns) < 2 or wall_ns[-1] == wall_ns[0]:
+def rate_hz(times_ns: list[int]) -> float | None:
+    """Messages per second over the span of their times."""
+    if len(times_ns) < 2 or times_ns[-1] == times_ns[0]:
         return None
-    return round((len(wall_ns) - 1) / ((wall_ns[-1] - wall_ns[0]) / 1e9), 4)
+    return round((len(times_ns) - 1) / ((times_ns[-1] - times_ns[0]) / 1e9), 4)
+
+
+def _settled(wall_ns: list[int], skip_s: float = 1.0) -> list[int]:
+    """Arrivals from `skip_s` after the first on: the callbacks of the first moments after
+    subscribing come in a burst (discovery, executor start) that is not the publisher's."""
+    return [t for t in wall_ns if t >= wall_ns[0] + skip_s * 1e9] if wall_ns else []
 
 
 def _periods_ms(stamps_ns: list[int]) -> list[float]:
@@ -155,7 +161,7 @@ class PlannerObserver:
         with self._lock:
             trajectory, reasoning = list(self.trajectory), list(self.reasoning)
             diagnostics, cameras = list(self.diagnostics), dict(self.camera_wall_ns)
-        traj_wall = [r["wall_ns"] for r in trajectory]
+        traj_wall = _settled([r["wall_ns"] for r in trajectory])
         traj_stamps = [r["stamp_ns"] for r in trajectory]
         e2e, node_clock = [], []
         for r in reasoning:
@@ -181,9 +187,10 @@ class PlannerObserver:
             "topics": self.topics,
             "trajectory": {
                 "count": len(trajectory),
-                "rate_hz": rate_hz(traj_wall),
-                "period_ms": percentiles(_periods_ms(traj_wall)),
+                "rate_hz": rate_hz(traj_stamps),  # node clock (sim time under use_sim_time)
                 "stamp_period_ms": percentiles(_periods_ms(traj_stamps)),
+                "arrival_rate_hz": rate_hz(traj_wall),  # wall clock, after the first second
+                "arrival_period_ms": percentiles(_periods_ms(traj_wall)),
                 "frame_ids": sorted({r["frame_id"] for r in trajectory}),
             },
             "plans": {
@@ -195,7 +202,8 @@ class PlannerObserver:
             },
             "diagnostics": {
                 "count": len(diagnostics),
-                "rate_hz": rate_hz([d["wall_ns"] for d in diagnostics]),
+                "rate_hz": rate_hz([d["stamp_ns"] for d in diagnostics]),
+                "arrival_rate_hz": rate_hz(_settled([d["wall_ns"] for d in diagnostics])),
                 "stamp_period_ms": percentiles(_periods_ms([d["stamp_ns"] for d in diagnostics])),
             },
             "node_cpu_percent": {
