@@ -25,6 +25,7 @@ from blockplan.replay import (
     prepare_output_dir,
     run_replay,
 )
+from blockplan.replay.requests import read_request_windows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +48,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, help="control rate in Hz (default: control.rate_hz)")
     parser.add_argument("--params", help="ROS 2 params YAML (default: the shipped planner.yaml)")
     add_set_argument(parser)
+    parser.add_argument(
+        "--requests",
+        metavar="FILE",
+        help="plan only the windows a live run planned for, with the same frames: its "
+        "reasoning records (reasoning.jsonl of `blockplan play --observe`, or a bag with "
+        "/planning/reasoning); with --timing ideal each replayed plan matches a live one",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -107,6 +115,12 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
                 f"{prefill['frames_reused']} / computed {prefill['frames_computed']}"
             )
         lines.append(line)
+    if m.get("requests"):
+        r = m["requests"]
+        lines.append(
+            f"  requests: followed {r['requested']} of the {r['given']} given windows"
+            + (f" ({len(r['not_requested_ns'])} not in this bag)" if r["not_requested_ns"] else "")
+        )
     if m.get("missing_camera_topics"):
         lines.append(f"  missing camera topics: {', '.join(m['missing_camera_topics'])}")
     lines += [
@@ -124,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     prepare_output_dir(out)
     check_bag(Path(args.bag), config)
     model = args.model or config.model.dir
+    request_windows = read_request_windows(args.requests) if args.requests else None
     planner = load_planner(model, config)
     bar = tqdm(total=0, unit="msg", desc="replay", disable=args.no_progress, file=sys.stderr)
 
@@ -140,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
             timing=config.control.timing,
             progress=progress,
             extra_metrics={"model": model},
+            request_windows=request_windows,
         )
     except ReplayInterrupted as stop:
         bar.close()

@@ -20,11 +20,69 @@ from blockplan.trajectory import (
     smooth_upsample,
     upsample,
 )
-from blockplan.types import Plan, Trajectory
+from blockplan.types import Observation, Plan, Trajectory
 
 
 class InvalidPlanError(ValueError):
     """A plan that cannot be published: non-finite waypoints or failed (hard) validity gates."""
+
+
+@dataclass(frozen=True)
+class PlanWindow:
+    """Which inputs a plan was computed from, so a live plan and a replayed one can be
+    compared and reproduced (RUNTIME.md "Live and offline"): the request stamp t0 (the newest
+    fresh frame), the tick that asked, each camera's frame stamps in view order (oldest→newest;
+    the black frames of a degraded camera carry the stamps of the first fresh camera), the
+    degraded cameras, the ego history stamps and the route command."""
+
+    stamp_ns: int
+    requested_ns: int
+    frames: tuple[tuple[str, tuple[int, ...]], ...]
+    ego_stamps_ns: tuple[int, ...]
+    route_command: str
+    is_degraded: bool = False
+    degraded_cameras: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, observation: Observation, requested_ns: int, is_degraded: bool,
+           degraded_cameras: tuple[str, ...] = ()) -> PlanWindow:  # fmt: skip
+        frames: dict[str, list[int]] = {}
+        for frame in observation.frames:
+            frames.setdefault(frame.camera, []).append(int(frame.stamp_ns))
+        return cls(
+            stamp_ns=int(observation.stamp_ns),
+            requested_ns=int(requested_ns),
+            frames=tuple((camera, tuple(stamps)) for camera, stamps in frames.items()),
+            ego_stamps_ns=tuple(int(e.stamp_ns) for e in observation.ego_history),
+            route_command=observation.route_command,
+            is_degraded=bool(is_degraded),
+            degraded_cameras=tuple(degraded_cameras),
+        )
+
+    def to_json(self) -> dict:
+        """The JSON form published in the reasoning record (`window`)."""
+        return {
+            "stamp_ns": self.stamp_ns,
+            "requested_ns": self.requested_ns,
+            "frames": {camera: list(stamps) for camera, stamps in self.frames},
+            "ego_stamps_ns": list(self.ego_stamps_ns),
+            "route_command": self.route_command,
+            "is_degraded": self.is_degraded,
+            "degraded_cameras": list(self.degraded_cameras),
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict) -> PlanWindow:
+        """The inverse of `to_json` (KeyError / TypeError / ValueError on a malformed one)."""
+        return cls(
+            stamp_ns=int(doc["stamp_ns"]),
+            requested_ns=int(doc["requested_ns"]),
+            frames=tuple((str(c), tuple(int(s) for s in st)) for c, st in doc["frames"].items()),
+            ego_stamps_ns=tuple(int(s) for s in doc["ego_stamps_ns"]),
+            route_command=str(doc["route_command"]),
+            is_degraded=bool(doc.get("is_degraded", False)),
+            degraded_cameras=tuple(str(c) for c in doc.get("degraded_cameras", ())),
+        )
 
 
 @dataclass(frozen=True)
@@ -46,6 +104,23 @@ class AcceptedPlan:
     is_degraded: bool = False
     comfort: GateReport = field(default_factory=GateReport)
     protocol_xy: np.ndarray | None = None
+    window: PlanWindow | None = None
+
+    @property
+    def stamp_ns(self) -> int:
+        return self.plan.stamp_ns
+
+
+@dataclass(frozen=True)
+class RejectedPlan:
+    """A plan the planner returned but the post-processing rejected (non-finite waypoints,
+    failed gates): never published as a trajectory, but its reasoning is, with the reason."""
+
+    plan: Plan
+    reason: str
+    latency_ns: int
+    ready_ns: int
+    window: PlanWindow | None = None
 
     @property
     def stamp_ns(self) -> int:
