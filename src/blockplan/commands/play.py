@@ -8,8 +8,6 @@ import json
 import sys
 from pathlib import Path
 
-HELP = "play a ROS 2 bag into a live ROS 2 graph (like ros2 bag play; needs rclpy)"
-
 
 def _silence(text: str) -> tuple[str, float]:
     topic, sep, seconds = text.rpartition("@")
