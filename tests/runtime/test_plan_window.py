@@ -26,7 +26,13 @@ def test_every_plan_records_the_window_it_was_computed_from() -> None:
     period = round(runtime.config.frame_window.frame_period_s * 1e9)
     for stamps in frames.values():  # T = 2 frames, one frame period apart
         assert stamps == (drive.t - period, drive.t)
-    assert window.ego_stamps_ns == (drive.t - period, drive.t)
+    # The ego history is the schema's (`runtime.history`: 7 states 0.5 s apart by default),
+    # the rows before the first odometry sample holding that sample.
+    spec = runtime.history
+    step = round(spec.period_s * 1e9)
+    ego = window.ego_stamps_ns
+    assert len(ego) == spec.num_states and ego[-2:] == (drive.t - step, drive.t)
+    assert all(0 <= b - a <= step for a, b in zip(ego, ego[1:], strict=False))
     assert window.route_command == "lane_follow" and not window.is_degraded
     record = reasoning_record(plan)
     assert record["accepted"] is True
