@@ -3,17 +3,20 @@ package, an environment per ROS domain, processes in their own process group (al
 in teardown), the `ros2` CLI, and an in-process observer on its own rclpy context.
 
 Every test gets its own `ROS_DOMAIN_ID` from BLOCKPLAN_ROS_DOMAINS (default 50-79), so
-tests and other jobs on the machine do not see each other; DDS stays on loopback
-(`../shared/ros2/env.sh`). No `ros2` daemon is started (`--no-daemon`).
+tests do not see each other; an id is taken only while this process holds its lock file
+(/tmp/blockplan-ros-domains/ID.lock), so two test sessions on one machine never share one.
+DDS stays on loopback (`../shared/ros2/env.sh`). No `ros2` daemon is started (`--no-daemon`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,9 +29,23 @@ CAMERA_TOPICS = [f"/camera/{c}/image_raw" for c in ("front_left", "front", "fron
 STARTUP_TIMEOUT_S = 90.0  # torch import + model load + warm-up on a loaded 2-core machine
 
 
+_HELD_DOMAIN_LOCKS: list[Any] = []  # open lock files: released when the process ends
+
+
 def domain_ids() -> Iterator[int]:
+    """The ids of BLOCKPLAN_ROS_DOMAINS this process could lock, in order."""
     low, _, high = os.environ.get("BLOCKPLAN_ROS_DOMAINS", "50-79").partition("-")
-    yield from range(int(low), int(high or low) + 1)
+    locks = Path(tempfile.gettempdir()) / "blockplan-ros-domains"
+    locks.mkdir(exist_ok=True)
+    for domain_id in range(int(low), int(high or low) + 1):
+        handle = (locks / f"{domain_id}.lock").open("w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another session on this machine uses it
+            handle.close()
+            continue
+        _HELD_DOMAIN_LOCKS.append(handle)
+        yield domain_id
 
 
 def colcon_build(repo_root: Path, out: Path) -> Path:
