@@ -87,14 +87,28 @@ def graph_env(prefix: Path, domain_id: int, log_dir: Path) -> dict[str, str]:
     return env
 
 
+# Exec the command with SIGINT as its parent-death signal (Linux prctl PR_SET_PDEATHSIG), so
+# a test process killed before its teardown (a CI timeout) still ends `ros2 launch` (which
+# then ends its nodes) instead of leaving a graph running. Done in the child, not with
+# Popen(preexec_fn=...), which is unsafe in a process with threads (the observer's executor).
+_ORPHAN_GUARD = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGINT)\n"
+    "if os.getppid() != int(sys.argv[1]): sys.exit(1)  # the parent is gone already\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
 class Proc:
-    """A process in its own session (process group), output to a file."""
+    """A process in its own session (process group), output to a file; it gets SIGINT if
+    the test process dies first."""
 
     def __init__(self, cmd: list[str], env: dict[str, str], log: Path) -> None:
         self.cmd, self.log = cmd, log
         self._file = log.open("w")
+        guarded = [sys.executable, "-c", _ORPHAN_GUARD, str(os.getpid()), *cmd]
         self.popen = subprocess.Popen(
-            cmd, env=env, stdout=self._file, stderr=subprocess.STDOUT, start_new_session=True
+            guarded, env=env, stdout=self._file, stderr=subprocess.STDOUT, start_new_session=True
         )
         self.started = time.monotonic()
 
