@@ -132,10 +132,14 @@ class Proc:
             time.sleep(0.2)
         raise AssertionError(f"{text!r} not in the output of {self.cmd[:3]}:\n{self.output}")
 
-    def interrupt(self, timeout_s: float = 10.0) -> float:
-        """Ctrl-C as a terminal sends it (SIGINT to the process group); seconds to exit."""
+    def interrupt(self, timeout_s: float = 10.0, group: bool = False) -> float:
+        """SIGINT to the process (`kill -INT`, what a supervisor sends), or with `group` to
+        its whole process group (a terminal's Ctrl-C); seconds until it exited."""
         start = time.monotonic()
-        os.killpg(self.popen.pid, signal.SIGINT)
+        if group:
+            os.killpg(self.popen.pid, signal.SIGINT)
+        else:
+            self.popen.send_signal(signal.SIGINT)
         self.popen.wait(timeout=timeout_s)
         return time.monotonic() - start
 
