@@ -65,6 +65,7 @@ class DecodeStats:
     num_forwards: int = 0
     num_spec_steps: int = 0  # draft + verify pairs
     section_ms: dict[str, float] = field(default_factory=dict)
+    active_blocks: list[int] = field(default_factory=list)  # pipelined: blocks per forward
 
 
 @dataclass
@@ -105,6 +106,10 @@ class DecodeContext:
     constraints: AnswerConstraints | None = None
     stats: DecodeStats = field(default_factory=DecodeStats)
     positions: PromptPositions | None = None  # None: prompt 0..P-1, answer from P
+    # How a finished block's K/V are computed when they are committed by a diffusion
+    # strategy: "causal" (token-causal, the vehicle models' AR stream) or "block"
+    # (bidirectional inside the block, the robot models' diffusion forcing).
+    cache_attention: str = "causal"
 
     @property
     def answer_start(self) -> int:
@@ -196,8 +201,12 @@ def decode_span(
     window_end: WindowEnd,
     propose: Propose,
     picker: Picker,
+    close_is_draft: bool = False,
 ) -> None:
-    """Decode answer positions [state.base, stop) with the strategy's two functions."""
+    """Decode answer positions [state.base, stop) with the strategy's two functions.
+
+    `close_is_draft`: a window the proposal filled completely is written to the cache by a
+    bidirectional forward instead of a causal one (section diffusion, block-attention K/V)."""
     A = len(ctx.scaffold)
     while state.base < stop:
         t0 = time.perf_counter()
@@ -210,7 +219,7 @@ def decode_span(
             proposal = propose(ctx, state, w, e)  # (B, W)
             if state.is_known[:, w + 1 : e].all():
                 # Nothing to verify (a known run): only the last logit is needed.
-                logits = ctx.forward(proposal, w, is_draft=False, num_logits=1)  # (B, 1, V)
+                logits = ctx.forward(proposal, w, close_is_draft, num_logits=1)  # (B, 1, V)
                 n = e - w
             else:
                 logits = ctx.forward(proposal, w, is_draft=False)  # (B, W, V)

@@ -33,6 +33,9 @@ VISUAL_PREFIX = "visual."
 # inputs do not depend on the slot, and within-frame attention depends only on within-frame
 # distances (RoPE). Streaming the window (engine/streaming.py) is then exactly lossless.
 VISUAL_ATTENTION = ("frame_and_header", "frame_only")
+# What the model drives (docs/DESIGN.md §1): `vehicle` (the driving schema, trained with the
+# two-stream SASD recipe) or `robot` (action chunks, trained with diffusion forcing).
+EMBODIMENTS = ("vehicle", "robot")
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,13 @@ class PlannerModelConfig:
     schema: dict[str, Any] = field(default_factory=dict)  # opaque to the model
     visual_attention: str = "frame_and_header"  # one of VISUAL_ATTENTION
     frame_slot_embedding: bool = True  # a learned embedding per frame slot on visual tokens
+    embodiment: str = "vehicle"  # one of EMBODIMENTS; `schema` is then an action schema
 
     def __post_init__(self) -> None:
+        if self.embodiment not in EMBODIMENTS:
+            raise ModelConfigError(
+                f"embodiment={self.embodiment!r}: must be one of {list(EMBODIMENTS)}"
+            )
         if self.visual_attention not in VISUAL_ATTENTION:
             raise ModelConfigError(
                 f"visual_attention={self.visual_attention!r}: must be one of "
@@ -68,11 +76,20 @@ class PlannerModelConfig:
         return self.vision.tokens_per_image
 
     @property
+    def cache_attention(self) -> str:
+        """How the K/V of a finished block were computed in training, hence how the engine
+        commits them: `causal` (token-causal, the clean AR stream of SASD; vehicle) or
+        `block` (bidirectional inside the block, diffusion forcing; robot)."""
+        return "block" if self.embodiment == "robot" else "causal"
+
+    @property
     def streams_exactly(self) -> bool:
         """Whether a frame's cached K/V stay exact when the frame moves to another slot."""
         return self.visual_attention == "frame_only" and not self.frame_slot_embedding
 
     def to_dict(self) -> dict[str, Any]:
+        # Vehicle folders stay as they were: the key is written for robots only.
+        extra = {} if self.embodiment == "vehicle" else {"embodiment": self.embodiment}
         return {
             "model_type": MODEL_TYPE,
             "text_config": self.decoder.to_dict(),
@@ -84,6 +101,7 @@ class PlannerModelConfig:
             "schema": self.schema,
             "visual_attention": self.visual_attention,
             "frame_slot_embedding": self.frame_slot_embedding,
+            **extra,
         }
 
     @classmethod
@@ -99,6 +117,7 @@ class PlannerModelConfig:
                 # Folders written before these settings existed have the default layout.
                 visual_attention=str(d.get("visual_attention", "frame_and_header")),
                 frame_slot_embedding=d.get("frame_slot_embedding", True),
+                embodiment=str(d.get("embodiment", "vehicle")),
             )
         except KeyError as e:
             raise ModelConfigError(f"config.json lacks {e.args[0]!r}") from e
