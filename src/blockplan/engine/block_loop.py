@@ -149,6 +149,20 @@ class DecodeContext:
 Propose = Callable[[DecodeContext, AnswerState, int, int], torch.Tensor]
 # window_end(state, w, stop) -> e
 WindowEnd = Callable[[AnswerState, int, int], int]
+# close(ctx, state, ids, w) -> logits (B, W', V) of the last W' slots of the known window ids
+# (B, W) at w, after a forward that wrote the window's K/V first among its pending slots;
+# or None when no later position reads them (the window is not committed).
+Close = Callable[[DecodeContext, AnswerState, torch.Tensor, int], "torch.Tensor | None"]
+
+
+def causal_close(ctx: DecodeContext, state: AnswerState, ids: torch.Tensor, w: int) -> torch.Tensor:
+    """A known window's K/V by a causal forward (the AR stream); only the last logit."""
+    return ctx.forward(ids, w, is_draft=False, num_logits=1)  # (B, 1, V)
+
+
+def draft_close(ctx: DecodeContext, state: AnswerState, ids: torch.Tensor, w: int) -> torch.Tensor:
+    """A known window's K/V by a bidirectional forward (block-attention models)."""
+    return ctx.forward(ids, w, is_draft=True, num_logits=1)  # (B, 1, V)
 
 
 def resolve_first(ctx: DecodeContext, state: AnswerState, picker: Picker) -> None:
@@ -201,12 +215,14 @@ def decode_span(
     window_end: WindowEnd,
     propose: Propose,
     picker: Picker,
-    close_is_draft: bool = False,
+    close: Close | None = None,
 ) -> None:
-    """Decode answer positions [state.base, stop) with the strategy's two functions.
+    """Decode answer positions [state.base, stop) with the strategy's functions.
 
-    `close_is_draft`: a window the proposal filled completely is written to the cache by a
-    bidirectional forward instead of a causal one (section diffusion, block-attention K/V)."""
+    `close` writes the K/V of a window the proposal filled completely (default
+    `causal_close`; section diffusion on a block-attention model: `draft_close`; the
+    pipelined strategy also denoises the next blocks in that forward)."""
+    close = close or causal_close
     A = len(ctx.scaffold)
     while state.base < stop:
         t0 = time.perf_counter()
@@ -218,15 +234,18 @@ def decode_span(
         else:
             proposal = propose(ctx, state, w, e)  # (B, W)
             if state.is_known[:, w + 1 : e].all():
-                # Nothing to verify (a known run): only the last logit is needed.
-                logits = ctx.forward(proposal, w, close_is_draft, num_logits=1)  # (B, 1, V)
+                # Nothing to verify (a known run): the close writes its K/V.
+                logits = close(ctx, state, proposal, w)  # (B, W', V): the last rows of [w, e)
                 n = e - w
             else:
                 logits = ctx.forward(proposal, w, is_draft=False)  # (B, W, V)
                 n = accept(ctx, state, proposal, logits, picker)
-            ctx.cache.commit(n)
-            state.base = w + n
-            state.next_logits = logits[:, n - 1 - (e - w - logits.shape[1])]
+            if logits is None:  # the close found that nothing after the window reads it
+                state.base = e
+            else:
+                ctx.cache.commit(n)
+                state.base = w + n
+                state.next_logits = logits[:, n - 1 - (e - w - logits.shape[1])]
         synchronize(state.next_logits.device)  # a GPU's queued kernels belong to this window
         section = section_of(ctx.scaffold, w)
         ms = (time.perf_counter() - t0) * 1e3

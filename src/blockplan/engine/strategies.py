@@ -23,7 +23,9 @@ from blockplan.engine.block_loop import (
     Propose,
     WindowEnd,
     block_end_at,
+    causal_close,
     decode_span,
+    draft_close,
 )
 from blockplan.engine.picking import GreedyPicker, Picker, SamplingPicker
 from blockplan.model.masks import block_causal_mask
@@ -167,9 +169,9 @@ def decode_scaffold_spec(
 
 def decode_section_diffusion(ctx: DecodeContext, state: AnswerState, threshold: float) -> None:
     propose = denoise_proposal(threshold)
-    close_is_draft = ctx.cache_attention == "block"
+    close = draft_close if ctx.cache_attention == "block" else causal_close
     A = len(ctx.scaffold)
-    decode_span(ctx, state, A, block_window(ctx), propose, GreedyPicker(), close_is_draft)
+    decode_span(ctx, state, A, block_window(ctx), propose, GreedyPicker(), close)
 
 
 def decode_rollouts(
