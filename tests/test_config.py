@@ -102,6 +102,9 @@ def test_ints_accepted_for_floats():
         ({"gates": {"max_lateral_accel": 0}}, "gates.max_lateral_accel"),
         ({"gates": {"max_abs_jerk": 0}}, "gates.max_abs_jerk"),
         ({"gates": {"max_yaw_rate": 0}}, "gates.max_yaw_rate"),
+        ({"comfort": {"min_accel": 0.0}}, "comfort.min_accel"),
+        ({"comfort": {"max_abs_jerk": -1.0}}, "comfort.max_abs_jerk"),
+        ({"trajectory": {"waypoint_tolerance_m": -0.1}}, "trajectory.waypoint_tolerance_m"),
         ({"fallback": {"policy": "swerve"}}, "fallback.policy"),
         ({"fallback": {"stop_deceleration": 0}}, "fallback.stop_deceleration"),
         ({"fallback": {"max_hold_age_s": 0}}, "fallback.max_hold_age_s"),
@@ -172,3 +175,44 @@ def test_overrides_apply_over_the_file_and_are_validated():
     for bad in ("decoding.strategy", "model.device=gpu", "nope.key=1"):
         with pytest.raises(ConfigError):
             load_config(default_params_path(), overrides=[bad])
+
+
+def test_exponent_floats_are_numbers_as_in_ros(tmp_path):
+    """PyYAML (YAML 1.1) reads 1.0e3 as a string; ROS 2's parser reads a double."""
+    path = tmp_path / "p.yaml"
+    path.write_text("n:\n  ros__parameters:\n    control: {rate_hz: 1.0e3, max_plan_age_s: 5e-1}\n")
+    config = load_config(path)
+    assert config.control.rate_hz == 1000.0 and config.control.max_plan_age_s == 0.5
+    assert load_config(path, overrides=["control.rate_hz=2e1"]).control.rate_hz == 20.0
+
+
+def test_a_key_given_twice_is_an_error(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "n:\n  ros__parameters:\n    control:\n      rate_hz: 5.0\n      rate_hz: 20.0\n"
+    )
+    with pytest.raises(ConfigError, match=r"line 5: the key 'rate_hz' is given twice \(lines 4"):
+        load_config(path)
+
+
+def test_override_errors_name_the_override_not_the_file():
+    with pytest.raises(ConfigError) as info:
+        load_config(default_params_path(), overrides=["control.rate_hzz=5"])
+    assert str(info.value).startswith("--set 'control.rate_hzz=5': unknown parameter")
+    assert "planner.yaml" not in str(info.value)
+    with pytest.raises(ConfigError, match=r"^--set 'control.rate_hz=0': control.rate_hz=0"):
+        load_config(default_params_path(), overrides=["decoding.strategy=ar", "control.rate_hz=0"])
+
+
+def test_with_params_replaces_by_dotted_name_and_validates():
+    from blockplan.config import ConfigError, PlannerConfig
+
+    base = PlannerConfig()
+    assert base.with_params({}) == base
+    changed = base.with_params({"model.dtype": "float64", "control.rate_hz": 5.0})
+    assert (changed.model.dtype, changed.control.rate_hz) == ("float64", 5.0)
+    assert changed.decoding == base.decoding and changed.cameras == base.cameras
+    with pytest.raises(ConfigError, match="model.dtyp"):
+        base.with_params({"model.dtyp": "float64"})
+    with pytest.raises(ConfigError, match="control.rate_hz"):
+        base.with_params({"control.rate_hz": 0.0})

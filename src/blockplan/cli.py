@@ -15,6 +15,10 @@ import signal
 import sys
 
 from blockplan import __version__
+from blockplan.errors import UserError
+
+log = logging.getLogger("blockplan")
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
 
 # Subcommands in the order `--help` lists them: name -> module under blockplan.commands.
 COMMANDS: dict[str, str] = {
@@ -24,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "train": "train",
     "eval": "eval",
     "replay": "replay",
+    "play": "play",
     "closed-loop": "closed_loop",
     "schema": "schema",
     "bench": "bench",
@@ -40,6 +45,7 @@ COMMAND_HELP: dict[str, str] = {
     "train": "train a planner (SASD recipe) on simulator shards or Fast-dDrive JSON; torchrun for DDP",
     "eval": "open-loop evaluation on a test split: the model, N=4 rollouts and two baselines",
     "replay": "replay a ROS 2 bag through the control loop: plans.mcap, metrics.json, report.html",
+    "play": "play a ROS 2 bag into a live ROS 2 graph (like ros2 bag play; needs rclpy)",
     "closed-loop": "drive the ego in highway-env with the planner (closed loop) next to the expert and CV",
     "schema": "show the answer scaffold per section (editable/scaffold tokens, blocks)",
     "bench": "benchmark the decoding strategies (latency, forwards, tokens per step)",
@@ -94,7 +100,30 @@ def main(argv: list[str] | None = None) -> int:
     name = argv[command_index]
     command_parser, module = _command_parser(name)
     command_args = command_parser.parse_args(argv[command_index + 1 :])
-    return int(module.run(command_args) or 0)
+    return run_command(module, command_args)
+
+
+def run_command(module: object, args: argparse.Namespace) -> int:
+    """Run one command with the one error path every command shares: a `UserError` or an
+    `OSError` (a full disk, a read-only folder) is one line and exit status 1 (`-v` logs the
+    traceback); Ctrl-C is one line and 130, the shells' status for SIGINT."""
+    try:
+        return int(module.run(args) or 0)  # type: ignore[attr-defined]
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (UserError, OSError) as e:
+        log.debug("the error in full:", exc_info=True)
+        print(f"error: {error_line(e)}", file=sys.stderr)
+        return 1
+
+
+def error_line(error: BaseException) -> str:
+    """One line for an error: its message (an OSError's strerror with the file it names)."""
+    if isinstance(error, OSError) and not isinstance(error, UserError) and error.strerror:
+        where = f"{error.filename}: " if error.filename else ""
+        return f"{where}{error.strerror}"
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 if __name__ == "__main__":

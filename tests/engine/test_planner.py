@@ -100,5 +100,18 @@ def test_mismatches_name_the_field(planner):
         planner.plan(swapped)
 
 
+def test_a_model_refuses_frames_spaced_otherwise_than_it_was_trained(tmp_path, planner):
+    """config.json's frame_period_s (written by `blockplan train` from the data set) must be
+    the frame window's; folders that do not record it accept any."""
+    trained = dataclasses.replace(planner.model.config, frame_period_s=0.5)
+    model = type(planner.model)(trained)
+    model.save_pretrained(tmp_path / "m", tokenizer_json=planner.tokenizer.to_str())
+    assert Planner.from_folder(tmp_path / "m", CONFIG).model.config.frame_period_s == 0.5
+    other = dataclasses.replace(CONFIG, frame_window=FrameWindowConfig(frame_period_s=0.4))
+    with pytest.raises(PlannerSetupError, match="frame_window.frame_period_s=0.4"):
+        Planner.from_folder(tmp_path / "m", other)
+    assert Planner(planner.model, planner.tokenizer, other).model.config.frame_period_s is None
+
+
 def test_warmup_plans_on_synthetic_inputs(planner):
     planner.warmup(1)  # raises if anything in the pipeline does not fit

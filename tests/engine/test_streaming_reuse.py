@@ -68,6 +68,24 @@ def test_windows_sharing_any_number_of_frames_at_any_slot():
     assert stats.frames_computed == 6 * len(windows) - sum(reused)
 
 
+def test_frames_held_before_a_disjoint_window_stay_reusable():
+    """After a pause in requests (a burst of bad odometry) the frame window still prefers
+    frames earlier requests used, so a window may share frames only with the windows before
+    a disjoint one: they must still be held, or every window stays disjoint (issue #19)."""
+    windows = [
+        [[0, 1, 2]],
+        [[1, 2, 3]],
+        [[4, 5, 6]],  # after the pause: shares nothing, a full prefill
+        [[3, 7, 8]],  # shares frame 3 with the window before the pause only
+        [[7, 8, 9]],
+    ]
+    stream, _ = _parity(SMALL, windows)
+    stats = stream.streamer.stats
+    assert stats.full_prefills == {"first": 1, "disjoint": 1}
+    assert stats.streamed == len(windows) - 2  # incremental again right after the pause
+    assert stats.frames_reused == 2 * (2 + 0 + 1 + 2)  # 2 cameras
+
+
 def test_held_frames_are_bounded_and_old_ones_forgotten():
     stream, _ = _parity(SMALL, [[[n, n + 1, n + 2]] for n in range(12)])
     T, K = 3, 2

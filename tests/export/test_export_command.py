@@ -28,6 +28,18 @@ def test_export_command_writes_the_folder_and_prints_a_summary(tmp_path, capsys)
     ]
 
 
+def test_export_of_a_model_without_frame_slot_embedding(tmp_path, capsys):
+    """`frame_only` models have no frame-slot embedding (the export used to crash on them);
+    their vision graph still takes `frame_index`, so every runner feeds the same inputs."""
+    import onnx
+
+    out = tmp_path / "onnx"
+    args = ["export", "--random-init", "test-stream", "--out", str(out), "--windows", "8,256"]
+    assert main(args) == 0
+    graph = onnx.load(str(out / "vision.onnx")).graph
+    assert [i.name for i in graph.input] == ["image", "camera_index", "frame_index"]
+
+
 def test_export_command_rejects_bad_windows(tmp_path, capsys):
     assert main(["export", "--random-init", "test", "--out", str(tmp_path), "--windows", "a"]) == 2
     assert "--windows" in capsys.readouterr().err

@@ -45,6 +45,9 @@ class BagSpec:
     nan_odometry_at: set[int] = field(default_factory=set)
     unstamped_image_at: set[int] = field(default_factory=set)  # header stamp left at 0
     corrupt_odometry_at: set[int] = field(default_factory=set)  # undecodable CDR payload
+    zero_quaternion_at: set[int] = field(default_factory=set)  # odometry orientation 0,0,0,0
+    duplicate_odometry_at: set[int] = field(default_factory=set)  # the message written twice
+    unstamped_everything: bool = False  # every header stamp left at 0
     loop_after_s: float | None = None  # stamps jump back to the start (bag loop)
     with_tf: bool = True
     with_ground_truth: bool = False  # /ground_truth/future_path at every camera tick
@@ -98,10 +101,19 @@ def make_bag(path: Path, spec: BagSpec | None = None, storage: str = "mcap") -> 
             stamp = ego.stamp_ns
             if i in spec.nan_odometry_at:
                 ego = EgoState(stamp, math.nan, ego.y, ego.yaw, math.inf)
+            if spec.unstamped_everything:
+                stamp = 0
+                ego = EgoState(0, ego.x, ego.y, ego.yaw, ego.v_x, yaw_rate=ego.yaw_rate)
+            odom = ego_to_odometry(NS, ego)
+            if i in spec.zero_quaternion_at:
+                q = odom.pose.pose.orientation
+                q.x = q.y = q.z = q.w = 0.0
             if i in spec.corrupt_odometry_at:
                 bag.write_raw("/odom", "nav_msgs/msg/Odometry", b"\x00\x01\x00\x00xx", log_time)
             else:
-                bag.write("/odom", ego_to_odometry(NS, ego), log_time)
+                bag.write("/odom", odom, log_time)
+                if i in spec.duplicate_odometry_at:
+                    bag.write("/odom", odom, log_time)
             if spec.with_tf and i not in spec.nan_odometry_at:
                 bag.write("/tf", ego_to_tf(NS, ego), log_time)
             if spec.with_ground_truth:

@@ -61,3 +61,30 @@ def test_set_overrides_are_validated(tmp_path: Path, capsys) -> None:
     assert "NAME=VALUE" in capsys.readouterr().err
     assert main([*base, "--set", "frame_window.streaming=off", "--set", "a=1"]) == 1
     assert "unknown parameter 'a'" in capsys.readouterr().err  # "off" itself was fine
+
+
+def test_streaming_recovers_after_a_burst_of_nan_odometry(tmp_path: Path) -> None:
+    """A second of NaN odometry pauses the requests; afterwards the frame window still
+    prefers frames earlier requests used, and the streaming prefill must go back to
+    incremental (it used to stay in full prefills, 'disjoint', for the rest of the bag)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        from blockplan.config import default_params_path, load_config
+        from blockplan.replay import load_planner
+
+        config = load_config(default_params_path(), overrides=["model.num_threads=1"])
+        planner = load_planner("random-init:test-stream", config)
+        spec = BagSpec(duration_s=5.0, nan_odometry_at=set(range(15, 25)))
+        bag = make_bag(tmp_path / "in.mcap", spec)
+        outputs = run_replay(bag, tmp_path / "out", planner, config, "ideal")
+    finally:
+        torch.set_num_threads(threads)
+    m = outputs.metrics
+    assert m["counters"]["odometry_nonfinite"] == 10
+    prefill = m["streaming"]["planner"]["prefill"]
+    assert prefill["ticks"] >= 30
+    assert prefill["full_prefills"] <= 3, prefill  # the start, the pause (and one more)
+    assert prefill["streamed_ticks"] >= prefill["ticks"] - 3
+    # What the planner reused is what the runtime's windows shared.
+    assert prefill["frames_reused"] == m["streaming"]["window_frames_shared"]

@@ -50,6 +50,18 @@ def test_centripetal_acceleration_in_a_turn() -> None:
     assert hist.latest.a_x == pytest.approx(0.0, abs=0.05)
 
 
+def test_acceleration_is_the_last_50_ms_step_like_the_labels() -> None:
+    """The training labels hold the speed change of the last 50 ms simulator step and speed ×
+    yaw rate: 20 Hz odometry with a changing acceleration gives exactly those."""
+    hist = EgoHistory()
+    v = [5.0, 5.1, 5.3, 5.6, 6.0]  # accelerations 2, 4, 6, 8 m/s^2 over the steps
+    for i, speed in enumerate(v):
+        hist.push(EgoState(stamp_ns=i * 50 * MS, x=0.25 * i, y=0.0, yaw=0.0, v_x=speed,
+                           yaw_rate=0.1))  # fmt: skip
+    assert hist.latest.a_x == pytest.approx(8.0, abs=1e-9)
+    assert hist.latest.a_y == pytest.approx(6.0 * 0.1, abs=1e-12)
+
+
 @pytest.mark.parametrize("field", ["x", "yaw", "v_x", "yaw_rate"])
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_nonfinite_odometry_is_rejected(field: str, bad: float) -> None:
@@ -76,10 +88,10 @@ def test_outliers_are_rejected_then_a_persistent_jump_restarts() -> None:
     assert len(hist) == 1 and hist.latest.x == 100.5
 
 
-def test_out_of_order_and_time_jump() -> None:
+def test_duplicate_out_of_order_and_time_jump() -> None:
     hist = EgoHistory()
     hist.push(_straight(5.0))
-    assert hist.push(_straight(5.0)) == OdometryResult.OUT_OF_ORDER
+    assert hist.push(_straight(5.0)) == OdometryResult.DUPLICATE  # a re-sent message
     assert hist.push(_straight(4.95)) == OdometryResult.OUT_OF_ORDER
     assert hist.push(_straight(1.0)) == OdometryResult.TIME_JUMP
 

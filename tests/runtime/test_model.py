@@ -112,3 +112,17 @@ def test_a_failing_warm_up_is_a_model_load_error():
 
     with pytest.raises(ModelLoadError, match="cannot parse"):
         warm_up(Broken(), _config("constant-velocity"))
+
+
+@pytest.mark.parametrize("manifest", [{"sha256": {}}, {"sha256": {"MODEL_CARD.md": "0" * 64}}])
+def test_the_node_verifies_the_manifest_not_only_its_presence(model_folder, tmp_path, manifest):
+    """An empty or partial manifest is present but verifies nothing: the node refuses it."""
+    copy = tmp_path / "partial"
+    copy.mkdir()
+    for f in model_folder.iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelLoadError, match="manifest.json"):
+        load_verified_planner(_config(str(copy)))
+    planner = load_verified_planner(_config(str(model_folder)))
+    assert planner.weights == "sha256-verified"

@@ -14,13 +14,14 @@ from pathlib import Path
 
 from blockplan.backends.base import Backend, TorchBackend
 from blockplan.backends.step import StepBackend
+from blockplan.errors import UserError
 from blockplan.export.onnx_export import DEFAULT_WINDOWS, SIDECAR, export_onnx, model_sha256
 from blockplan.model.planner_model import PlannerModel
 
 ONNX_SUBDIR = "onnx"
 
 
-class BackendSetupError(ValueError):
+class BackendSetupError(UserError, ValueError):
     """The named backend cannot run here (missing package, GPU or graphs); says why."""
 
 

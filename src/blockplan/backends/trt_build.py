@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from blockplan.errors import UserError
 from blockplan.export.onnx_export import read_sidecar
 
 PRECISIONS = ("fp16", "fp8", "int8")
@@ -28,7 +29,7 @@ ENGINE_SIDECAR = "engines.json"
 WORKSPACE_BYTES = 1 << 30
 
 
-class EngineBuildError(RuntimeError):
+class EngineBuildError(UserError, RuntimeError):
     """TensorRT could not parse or build a graph; carries the parser's errors."""
 
 

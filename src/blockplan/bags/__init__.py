@@ -6,6 +6,7 @@ code serves both.
 """
 
 from blockplan.bags.ego import (
+    OdometryError,
     StaticFrame,
     ego_to_odometry,
     ego_to_tf,
@@ -78,6 +79,7 @@ __all__ = [
     "MessageFieldError",
     "MessageNamespace",
     "ModuleMessages",
+    "OdometryError",
     "RolloutMarkerPublisher",
     "StaticFrame",
     "TopicSummary",

@@ -7,6 +7,7 @@ acceleration: the runtime derives it from the history; here a_x = a_y = 0.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,10 +24,28 @@ from blockplan.bags.stamps import (
 )
 from blockplan.types import EgoState
 
+# tf2's tolerance: a quaternion whose norm is farther than this from 1 is no rotation (tf2
+# drops such transforms as TF_DENORMALIZED_QUATERNION); a zero quaternion has no yaw at all.
+QUATERNION_NORM_TOLERANCE = 0.01
+
+
+class OdometryError(ValueError):
+    """An odometry message that cannot be an ego state (its orientation is no rotation);
+    the adapter counts it (`runtime.on_invalid_input("odometry_invalid_quaternion", ...)`)."""
+
 
 def odometry_to_ego(msg: Any) -> EgoState:
-    """nav_msgs/Odometry → EgoState (values as found; the runtime rejects non-finite ones)."""
+    """nav_msgs/Odometry → EgoState (values as found; the runtime rejects non-finite ones).
+    Raises OdometryError for an orientation that is not a unit quaternion (a zero one)."""
     pose, twist = msg.pose.pose, msg.twist.twist
+    q = pose.orientation
+    norm = math.sqrt(float(q.x) ** 2 + float(q.y) ** 2 + float(q.z) ** 2 + float(q.w) ** 2)
+    if math.isfinite(norm) and abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE:
+        raise OdometryError(
+            f"odometry at {header_stamp_ns(msg)} ns: orientation quaternion "
+            f"({float(q.x):g}, {float(q.y):g}, {float(q.z):g}, {float(q.w):g}) has norm "
+            f"{norm:.3g}, not 1: no rotation"
+        )
     return EgoState(
         stamp_ns=header_stamp_ns(msg),
         x=float(pose.position.x),

@@ -13,10 +13,12 @@ any other path becomes a rosbag2 directory with metadata.yaml.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import logging
 import shutil
 import struct
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,9 @@ from rosbags.typesys import get_types_from_idl, get_types_from_msg
 from rosbags.typesys.store import Typestore
 
 from blockplan.bags.namespace import default_typestore
+from blockplan.errors import UserError
+
+log = logging.getLogger(__name__)
 
 STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
 _FILE_SUFFIX = {"mcap": ".mcap", "sqlite3": ".db3"}
@@ -65,8 +70,15 @@ QOS_LATCHED = _qos(1, QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL)
 _SENSOR_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 
 
-class BagError(RuntimeError):
+class BagError(UserError, RuntimeError):
     """A bag cannot be opened, read or written; the message names the bag and the problem."""
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        hint = " (free space on that disk)" if error.errno == errno.ENOSPC else ""
+        return f"{error.strerror} [errno {error.errno}]{hint}"
+    return str(error)
 
 
 def default_qos(topic: str, msgtype: str) -> Qos:
@@ -112,8 +124,30 @@ class BagWriter:
     def __enter__(self) -> BagWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        # The caller failed: keep what was written readable if the bag can still be closed;
+        # if closing fails too (a full disk), remove the staging folder so it cannot block
+        # the next run, and let the caller's error be the one reported (saying so).
+        try:
+            self.close()
+        except BagError as e:
+            log.debug("%s", e)
+            if isinstance(exc, BagError) and exc.args:
+                exc.args = (f"{exc.args[0]}; the partial bag was removed", *exc.args[1:])
+
+    def discard(self) -> None:
+        """Drop the bag being written (a single file's staging folder, or the bag folder):
+        after a failed close nothing half-written stays behind."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with contextlib.suppress(Exception):  # the storage is being thrown away
+                writer.close()
+        shutil.rmtree(self._bag_dir, ignore_errors=True)
 
     @property
     def is_open(self) -> bool:
@@ -157,8 +191,8 @@ class BagWriter:
             raise BagError(f"{self.path}: log_time_ns={log_time_ns} must be >= 0 ({topic})")
         try:
             self._writer.write(self._connection(topic, msgtype, qos), int(log_time_ns), data)
-        except WriterError as e:
-            raise BagError(f"{self.path}: cannot write {topic}: {e}") from e
+        except (WriterError, OSError) as e:  # OSError: a full disk, a vanished folder
+            raise BagError(f"{self.path}: cannot write {topic}: {_reason(e)}") from e
         self.num_written += 1
 
     def flush(self) -> None:
@@ -176,13 +210,21 @@ class BagWriter:
 
     def close(self) -> None:
         """Write the index / metadata; move a single-file bag into place. Idempotent."""
-        writer, self._writer = self._writer, None
+        writer = self._writer
         if writer is None:
             return
-        writer.close()
-        if self.is_single_file:
-            self.storage_file.replace(self.path)
-            shutil.rmtree(self._bag_dir)
+        try:
+            writer.close()
+            if self.is_single_file:
+                self.storage_file.replace(self.path)
+                shutil.rmtree(self._bag_dir)
+        except (WriterError, OSError) as e:
+            self._writer = writer
+            self.discard()
+            raise BagError(
+                f"{self.path}: cannot finish the bag ({_reason(e)}); the partial bag was removed"
+            ) from e
+        self._writer = None
 
 
 @dataclass(frozen=True)
@@ -257,7 +299,30 @@ class BagReader:
             yield record, self.deserialize(record)
 
 
-@contextmanager
+def _open_hint(path: Path, error: Exception) -> str:
+    """What to do about a bag that does not open (appended to the error)."""
+    text = str(error)
+    if path.is_dir() and not (path / "metadata.yaml").is_file():
+        files = sorted(p.name for p in path.iterdir() if p.suffix in _FILE_SUFFIX.values())
+        if files:
+            return (
+                f" (the folder has no metadata.yaml, but holds {', '.join(files)}: pass the "
+                f"file itself, e.g. {path / files[0]})"
+            )
+        return " (a rosbag2 folder holds metadata.yaml and its .mcap / .db3 files)"
+    if path.name == "metadata.yaml":
+        return f" (pass the bag folder {path.parent}, not its metadata.yaml)"
+    if path.suffix == ".mcap" and "end magic" in text:
+        return (
+            " (the file ends early: the recording was cut off, or it is still being copied; "
+            "`mcap recover` of the mcap CLI rebuilds what it holds into a new file)"
+        )
+    if path.suffix == ".mcap" and "magic" in text:
+        return " (this is not an mcap file)"
+    return ""
+
+
+@contextlib.contextmanager
 def open_bag_reader(path: str | Path, typestore: Typestore | None = None) -> Iterator[BagReader]:
     """Open a rosbag2 directory, or a bare .mcap / .db3 file, for reading."""
     path = Path(path)
@@ -267,7 +332,7 @@ def open_bag_reader(path: str | Path, typestore: Typestore | None = None) -> Ite
         reader = Reader(path)
         reader.open()
     except (ReaderError, OSError, ValueError) as e:
-        raise BagError(f"{path}: cannot open as a ROS 2 bag: {e}") from e
+        raise BagError(f"{path}: cannot open as a ROS 2 bag: {e}{_open_hint(path, e)}") from e
     try:
         yield BagReader(reader, path, typestore or default_typestore())
     finally:

@@ -17,7 +17,6 @@ Observation a 10 Hz camera stream would give.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from blockplan.types import CameraFrame, Trajectory
 
 EXPERT = "expert"
 FEED_MARGIN_S = 0.5
-COUNTERS = ("ticks", "plans", "fallbacks", "invalid_plans", "planner_errors")
+COUNTERS = ("ticks", "plans", "fallbacks", "invalid_plans", "uncomfortable_plans", "planner_errors")
 FrameSink = Callable[[float, dict[str, np.ndarray]], None]
 Hook = Callable[[Any], None]  # called with the highway-env env
 
@@ -117,8 +116,7 @@ class PlannerDriver:
     ) -> None:
         from blockplan.sim.render import RigRenderer
 
-        control = dataclasses.replace(config.control, rate_hz=1.0 / spec.replan_period_s)
-        config = dataclasses.replace(config, control=control)
+        config = config.with_params({"control.rate_hz": 1.0 / spec.replan_period_s})
         self.world = world
         self.spec = spec
         clock = VirtualClock(world.stamp_ns())
@@ -128,8 +126,10 @@ class PlannerDriver:
         self.frame_sink = frame_sink
         self.frame_steps = _frame_steps(spec, config, world.step_index)
         fw = config.frame_window
-        # Inputs start shortly before the first window (the spawn transients come earlier).
-        self.feed_from = -_steps(fw.num_frames * fw.frame_period_s + FEED_MARGIN_S)
+        # Inputs start shortly before the first window and ego history (the spawn
+        # transients come earlier).
+        span_s = max(fw.num_frames * fw.frame_period_s, self.runtime.input_span_s)
+        self.feed_from = -_steps(span_s + FEED_MARGIN_S)
         self._prev_yaw: float | None = None
         self._held: tuple[Trajectory, Pose2D] | None = None  # trajectory, pose at its stamp
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 import json
 import logging
@@ -16,7 +15,7 @@ from blockplan.config import (
     BACKENDS,
     STRATEGIES,
     ConfigError,
-    PlannerConfig,
+    add_set_argument,
     default_params_path,
     load_config,
 )
@@ -43,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=1, help="untimed plans per strategy first")
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs and weights")
     parser.add_argument("--params", help="params YAML (default: the shipped params/planner.yaml)")
+    add_set_argument(parser)
     parser.add_argument(
         "--threads", type=int, help="torch CPU threads (default: model.num_threads)"
     )
@@ -99,23 +99,15 @@ def run(args: argparse.Namespace) -> int:
         print("error: --layers needs --random-init and must be >= 1", file=sys.stderr)
         return 2
     try:
-        config = load_config(args.params) if args.params else _shipped_or_default()
-        if args.dtype:
-            config = dataclasses.replace(
-                config, model=dataclasses.replace(config.model, dtype=args.dtype)
-            )
-        if args.device:
-            config = dataclasses.replace(
-                config, model=dataclasses.replace(config.model, device=args.device)
-            )
-        if args.threads:
-            config = dataclasses.replace(
-                config, model=dataclasses.replace(config.model, num_threads=args.threads)
-            )
-        if backends:
-            config = dataclasses.replace(
-                config, model=dataclasses.replace(config.model, backend=backends[0])
-            )
+        config = load_config(args.params or default_params_path(), overrides=args.set)
+        # The shorthands are --set model.<name>=VALUE (a comma list of backends compares them).
+        shorthands = {
+            "model.dtype": args.dtype,
+            "model.device": args.device,
+            "model.num_threads": args.threads,
+            "model.backend": backends[0] if backends else None,
+        }
+        config = config.with_params({k: v for k, v in shorthands.items() if v is not None})
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -164,9 +156,8 @@ def run(args: argparse.Namespace) -> int:
         with_floor=not args.no_compute_floor,
     )
     report["model"] = {"source": source, "backend": planner.runner.name, **report["model"]}
-    if args.model:  # load_pretrained checked the manifest when there is one
-        verified = (Path(args.model) / "manifest.json").is_file()
-        report["model"]["weights"] = "sha256-verified" if verified else "unverified"
+    if args.model:  # what the loader found: sha256-verified, or unverified (no manifest)
+        report["model"]["weights"] = planner.weights
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:
@@ -178,15 +169,12 @@ def _compare_backends(planner, backends, strategies, args, source: str) -> int:
     from blockplan.backends.bench import run_backend_bench
     from blockplan.engine.planner import Planner
 
-    base = dataclasses.replace(
-        planner.config,
-        rollouts=dataclasses.replace(planner.config.rollouts, num_rollouts=args.rollouts),
-    )
+    base = planner.config.with_params({"rollouts.num_rollouts": args.rollouts})
     folder = Path(args.model) if args.model else None
     planners = {}
     for name in backends:
         log.info("bench: setting up backend %s", name)
-        config = dataclasses.replace(base, model=dataclasses.replace(base.model, backend=name))
+        config = base.with_params({"model.backend": name})
         planners[name] = Planner(
             planner.model, planner.tokenizer, config, planner.schema, folder=folder
         )
@@ -203,23 +191,31 @@ def _compare_backends(planner, backends, strategies, args, source: str) -> int:
 
 def _is_qwen_source(args: argparse.Namespace) -> bool:
     """Whether the bench runs a Qwen2.5-VL model (a random-init preset or a folder)."""
+    from blockplan.model.config import ModelConfigError
     from blockplan.model.qwen2_5_vl.presets import QWEN_PRESETS
     from blockplan.model.weights import read_config
 
     if args.random_init:
         return args.random_init in QWEN_PRESETS
-    return read_config(args.model).get("model_type") == "qwen2_5_vl"
+    try:
+        return read_config(args.model).get("model_type") == "qwen2_5_vl"
+    except ModelConfigError:  # the loader says what is wrong, after checking the manifest
+        return False
 
 
 def _robot_source(args: argparse.Namespace) -> tuple[tuple[str, ...], int] | None:
     """(cameras, frames per camera) when the bench runs a robot model, else None."""
+    from blockplan.model.config import ModelConfigError
     from blockplan.model.presets import robot_preset_names
     from blockplan.model.weights import read_config
     from blockplan.schema.action import ROBOT_CAMERAS
 
     if args.random_init:
         return (ROBOT_CAMERAS, 1) if args.random_init in robot_preset_names() else None
-    raw = read_config(args.model)
+    try:
+        raw = read_config(args.model)
+    except ModelConfigError:  # the loader says what is wrong, after checking the manifest
+        return None
     if raw.get("embodiment") != "robot":
         return None
     return tuple(raw["camera_names"]), int(raw["num_frames"])
@@ -231,12 +227,3 @@ def _default_strategies(planner) -> tuple[str, ...]:
     if planner.config.model.embodiment == "robot":
         return ROBOT_BENCH_STRATEGIES
     return STRATEGIES
-
-
-def _shipped_or_default() -> PlannerConfig:
-    """The shipped params file, or the built-in defaults where it is not installed."""
-    try:
-        path = default_params_path()
-    except ConfigError:
-        return PlannerConfig()
-    return load_config(path)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from blockplan.bags import BagError
-from blockplan.config import ConfigError, PlannerConfig, default_params_path, load_config
-from blockplan.replay import ReplayInputError, load_planner, run_replay
+from blockplan.cli import EXIT_INTERRUPTED
+from blockplan.config import PlannerConfig, default_params_path, load_config
+from blockplan.replay import ReplayInputError, ReplayInterrupted, load_planner, run_replay
 from blockplan.replay.planners import RANDOM_INIT, resolve_model_dir
 
 log = logging.getLogger(__name__)
@@ -83,9 +83,7 @@ def simulate(args: argparse.Namespace, bag: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from blockplan.commands.replay import print_summary
-    from blockplan.sim.rig import RigError
-    from blockplan.sim.scenarios import ScenarioError
+    from blockplan.commands.replay import interrupted_line, print_summary
 
     out = Path(args.out)
     bag = out / "sim.mcap"
@@ -101,19 +99,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"replacing the previous demo in {out}")
         for name in DEMO_FILES:
             (out / name).unlink(missing_ok=True)
-    try:
-        config = load_config(args.params or default_params_path())
-        model = args.model or default_model(config)
-        planner = load_planner(model, config)
-        print(f"simulating {args.duration:g} s of {args.scenario} (seed {args.seed}) …")
-        simulate(args, bag)
-        print(f"replaying {bag} with {model} ({args.timing} timing) …")
-        with tqdm(total=0, unit="msg", desc="replay", file=sys.stderr) as bar:
+    config = load_config(args.params or default_params_path())
+    model = args.model or default_model(config)
+    config = config.with_params({"model.dir": model})
+    planner = load_planner(model, config)
+    print(f"simulating {args.duration:g} s of {args.scenario} (seed {args.seed}) …")
+    simulate(args, bag)
+    print(f"replaying {bag} with {model} ({args.timing} timing) …")
+    with tqdm(total=0, unit="msg", desc="replay", file=sys.stderr) as bar:
 
-            def progress(done: int, total: int) -> None:
-                bar.total = total
-                bar.update(done - bar.n)
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
 
+        try:
             outputs = run_replay(
                 bag,
                 out,
@@ -123,9 +122,10 @@ def run(args: argparse.Namespace) -> int:
                 progress=progress,
                 extra_metrics={"model": model},
             )
-    except (ConfigError, ReplayInputError, BagError, RigError, ScenarioError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        except ReplayInterrupted as stop:
+            bar.close()
+            print(interrupted_line(stop), file=sys.stderr)
+            return EXIT_INTERRUPTED
     print_summary(outputs)
     print(f"\nopen {outputs.report_html} in a browser; play {outputs.plans_bag} in Foxglove / RViz")
     return 0

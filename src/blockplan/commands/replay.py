@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from tqdm import tqdm
 
-from blockplan.bags import BagError
+from blockplan.cli import EXIT_INTERRUPTED
 from blockplan.config import (
     ConfigError,
+    PlannerConfig,
     add_set_argument,
     default_params_path,
     load_config,
 )
-from blockplan.replay import ReplayInputError, ReplayOutputs, load_planner, run_replay
+from blockplan.replay import (
+    ReplayInterrupted,
+    ReplayOutputs,
+    check_bag,
+    load_planner,
+    prepare_output_dir,
+    run_replay,
+)
+from blockplan.replay.requests import read_request_windows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +48,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, help="control rate in Hz (default: control.rate_hz)")
     parser.add_argument("--params", help="ROS 2 params YAML (default: the shipped planner.yaml)")
     add_set_argument(parser)
+    parser.add_argument(
+        "--requests",
+        metavar="FILE",
+        help="plan only the windows a live run planned for, with the same frames: its "
+        "reasoning records (reasoning.jsonl of `blockplan play --observe`, or a bag with "
+        "/planning/reasoning); with --timing ideal each replayed plan matches a live one",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _ms(stats: dict) -> str:
+    """p50 / p99 of a latency window, or n/a when it holds no sample."""
+    if stats.get("p50") is None:
+        return "n/a"
+    return f"p50 {stats['p50']} ms   p99 {stats['p99']} ms"
 
 
 def print_summary(outputs: ReplayOutputs, file=None) -> None:
@@ -46,24 +70,33 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
     lines = [
         "",
         f"replay of {m['bag']}  ({m['timing']} timing, {m['rate_hz']:g} Hz)",
+        f"  model {m.get('model', '?')}   weights {m.get('weights', '?')}",
         f"  ticks {m['ticks']}   plans {m['plans']}   fallbacks {m['fallbacks']}   "
         f"deadline misses {m['deadline_misses']}   invalid inputs {m['invalid_inputs']}",
-        f"  inference latency p50 {m['latency_ms']['p50']} ms   p99 {m['latency_ms']['p99']} ms"
-        f"   tick p50 {m['tick_ms']['p50']} ms   p99 {m['tick_ms']['p99']} ms",
+        f"  inference latency {_ms(m['latency_ms'])}   tick {_ms(m['tick_ms'])}",
     ]
+    if m.get("no_ticks"):
+        lines.append(f"  no control tick ran: {m['no_ticks']}")
+    unscored = m.get("unscored_plans") or {}
+    why = "; ".join(f"{n} {reason}" for reason, n in sorted(unscored.items(), key=lambda x: -x[1]))
     if "ade_5s" in m:
         lines.append(
-            f"  vs recorded path ({m['evaluated_plans']} plans): ADE@3s {m['ade_3s']} m   "
-            f"ADE@5s {m['ade_5s']} m   L2@1/2/3s {m['l2_1s']} / {m['l2_2s']} / {m['l2_3s']} m"
+            f"  vs recorded path ({m['evaluated_plans']} of {m['plans']} plans): "
+            f"ADE@3s {m['ade_3s']} m   ADE@5s {m['ade_5s']} m   "
+            f"L2@1/2/3s {m['l2_1s']} / {m['l2_2s']} / {m['l2_3s']} m"
         )
-    else:
-        lines.append("  no recorded future path long enough for displacement metrics")
+        if why:
+            lines.append(f"  plans not scored (no recorded future to 5 s): {why}")
+    elif m["plans"]:
+        lines.append(f"  no plan has a recorded future to 5 s to score against: {why}")
     counters = m["counters"]
-    if counters.get("invalid_plans") or counters.get("planner_errors"):
+    rejected, errors = counters.get("invalid_plans", 0), counters.get("planner_errors", 0)
+    if rejected or errors:
         lines.append(
-            f"  rejected plans: {counters.get('invalid_plans', 0)} failed the validity gates, "
-            f"{counters.get('planner_errors', 0)} planner errors (the fallback was published; "
-            "each reason is on /diagnostics; -v logs them)"
+            f"  rejected plans: {rejected} failed the validity gates, {errors} planner errors "
+            "(never published: a tick publishes the newest accepted plan while it is younger "
+            "than control.max_plan_age_s, else the fallback; reasons on /diagnostics, -v "
+            "logs them)"
         )
     if counters.get("unfinished_plans"):
         lines.append("  a plan was still being computed when the bag ended (latency counted)")
@@ -75,12 +108,19 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
             f"{st['window_frames_new']} new"
         )
         if prefill:
+            reasons = ", ".join(f"{k} {v}" for k, v in prefill["full_prefill_reasons"].items())
             line += (
                 f"; streaming: {prefill['streamed_ticks']} streamed, {prefill['full_prefills']}"
-                f" full prefills {prefill['full_prefill_reasons']}, frames reused "
+                f" full prefills ({reasons or 'none'}), frames reused "
                 f"{prefill['frames_reused']} / computed {prefill['frames_computed']}"
             )
         lines.append(line)
+    if m.get("requests"):
+        r = m["requests"]
+        lines.append(
+            f"  requests: followed {r['requested']} of the {r['given']} given windows"
+            + (f" ({len(r['not_requested_ns'])} not in this bag)" if r["not_requested_ns"] else "")
+        )
     if m.get("missing_camera_topics"):
         lines.append(f"  missing camera topics: {', '.join(m['missing_camera_topics'])}")
     lines += [
@@ -92,12 +132,14 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.params or default_params_path(), overrides=args.set)
-        planner = load_planner(args.model or config.model.dir, config)
-    except (ConfigError, ReplayInputError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    # The cheap checks first (options, params, output folder, bag), then the model (seconds).
+    config = replay_config(args)
+    out = Path(args.out)
+    prepare_output_dir(out)
+    check_bag(Path(args.bag), config)
+    model = args.model or config.model.dir
+    request_windows = read_request_windows(args.requests) if args.requests else None
+    planner = load_planner(model, config)
     bar = tqdm(total=0, unit="msg", desc="replay", disable=args.no_progress, file=sys.stderr)
 
     def progress(done: int, total: int) -> None:
@@ -107,18 +149,44 @@ def run(args: argparse.Namespace) -> int:
     try:
         outputs = run_replay(
             Path(args.bag),
-            Path(args.out),
+            out,
             planner,
             config,
-            timing=args.timing or config.control.timing,
-            rate_hz=args.rate,
+            timing=config.control.timing,
             progress=progress,
-            extra_metrics={"model": args.model or config.model.dir},
+            extra_metrics={"model": model},
+            request_windows=request_windows,
         )
-    except (BagError, ReplayInputError, ConfigError) as e:
+    except ReplayInterrupted as stop:
         bar.close()
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    bar.close()
+        print(interrupted_line(stop), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        bar.close()
     print_summary(outputs)
+    if outputs.metrics.get("no_ticks"):
+        print(f"error: no control tick ran: {outputs.metrics['no_ticks']}", file=sys.stderr)
+        return 1
     return 0
+
+
+def replay_config(args: argparse.Namespace) -> PlannerConfig:
+    """The params file with `--set`, `--rate`, `--timing` and `--model` applied (validated:
+    `--rate 0` is an error, not the default rate)."""
+    config = load_config(args.params or default_params_path(), overrides=args.set)
+    if args.rate is not None and not (math.isfinite(args.rate) and args.rate > 0):
+        raise ConfigError(f"--rate {args.rate:g}: must be a control rate in Hz > 0")
+    # The model replayed is what the report and /diagnostics name.
+    options = {"control.rate_hz": args.rate, "control.timing": args.timing, "model.dir": args.model}
+    return config.with_params({k: v for k, v in options.items() if v is not None})
+
+
+def interrupted_line(stop: ReplayInterrupted) -> str:
+    """The one line Ctrl-C prints: how far the replay got and where its outputs are."""
+    m = stop.result.metrics
+    where = stop.outputs.metrics_json.parent if stop.outputs is not None else "nowhere"
+    return (
+        f"interrupted after {m.get('interrupted_after_s', 0.0):g} s of the bag "
+        f"({m['ticks']} ticks, {m['plans']} plans): the outputs in {where} cover those "
+        "ticks and say interrupted"
+    )

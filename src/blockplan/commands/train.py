@@ -84,7 +84,13 @@ def run(args: argparse.Namespace) -> int:
     ctx = init_distributed(args.device)
     try:
         arch, num_frames = args.arch or "reference", args.num_frames or 2
-        recipe = Recipe.build(arch, tuple(args.cameras), num_frames)
+        # A simulator data set records its frame spacing; the model's config.json keeps it.
+        period = None
+        if args.data:
+            from blockplan.train.examples import read_manifest
+
+            period = read_manifest(args.data).get("options", {}).get("frame_period_s")
+        recipe = Recipe.build(arch, tuple(args.cameras), num_frames, frame_period_s=period)
         show = ctx.is_main
         if args.data:
             train_set = load_examples(args.data, "train", recipe, progress=show)

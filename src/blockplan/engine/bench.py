@@ -31,9 +31,7 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
 
 
 def _with_rollouts(planner: Planner, n: int) -> Planner:
-    config = dataclasses.replace(
-        planner.config, rollouts=dataclasses.replace(planner.config.rollouts, num_rollouts=n)
-    )
+    config = planner.config.with_params({"rollouts.num_rollouts": n})
     return Planner(planner.model, planner.tokenizer, config, planner.schema, planner.runner)
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import torch
 
+from blockplan.errors import UserError
 
-class DeviceError(ValueError):
+
+class DeviceError(UserError, ValueError):
     """`model.device` names a device this machine does not have."""
 
 

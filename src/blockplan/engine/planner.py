@@ -24,7 +24,7 @@ from blockplan.engine.embodiment import answer_format
 from blockplan.engine.frame_cache import VisionFeatureCache
 from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.planner_parts import (
-    DTYPES,
+    TORCH_DTYPES,
     PlannerSetupError,
     device_of,
     folder_parts,
@@ -34,6 +34,7 @@ from blockplan.engine.planner_parts import (
 from blockplan.engine.streaming import StreamingPrefill, StreamingStats
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel
+from blockplan.model.weights import UNVERIFIED
 from blockplan.schema import DrivingSchema, PromptLayout, Tokenizer
 from blockplan.schema.action import ActionChunk, ActionSchema
 from blockplan.types import ActionPlan, DrivingAnswer, Observation, Plan, RobotObservation
@@ -63,9 +64,12 @@ class Planner:
         schema: DrivingSchema | ActionSchema | None = None,
         backend: Backend | None = None,
         folder: Path | None = None,
+        weights: str | None = None,
     ) -> None:
         """`backend`: a runner to share (default: the one `config.model.backend` names,
-        made here; `folder` is the model folder it may find exported graphs in)."""
+        made here; `folder` is the model folder it may find exported graphs in). `weights`:
+        what the weights are, as runs report it ("sha256-verified", "unverified" or
+        "random-init"; default: "random-init" without a folder, else "unverified")."""
         mc = model.config
         if tuple(config.camera_names) != mc.camera_names:
             raise PlannerSetupError(
@@ -77,13 +81,23 @@ class Planner:
                 f"frame_window.num_frames={config.frame_window.num_frames}: the model was "
                 f"built for {mc.num_frames}"
             )
+        trained_period = getattr(mc, "frame_period_s", None)  # Qwen2.5-VL configs have none
+        if (
+            trained_period is not None
+            and abs(config.frame_window.frame_period_s - trained_period) > 1e-9
+        ):
+            raise PlannerSetupError(
+                f"frame_window.frame_period_s={config.frame_window.frame_period_s}: the model "
+                f"was trained with frames {trained_period} s apart"
+            )
         if tokenizer.vocab_size > mc.decoder.vocab_size:
             raise PlannerSetupError(
                 f"tokenizer vocab_size={tokenizer.vocab_size} exceeds the model's "
                 f"{mc.decoder.vocab_size} embeddings"
             )
         self.config = config
-        self.dtype = DTYPES[config.model.dtype]
+        self.weights = weights or ("random-init" if folder is None else UNVERIFIED)
+        self.dtype = TORCH_DTYPES[config.model.dtype]
         self.device = device_of(config)
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
         self.tokenizer = tokenizer
@@ -154,7 +168,7 @@ class Planner:
         """A planner over a model folder (`planner_parts.folder_parts`): ours, or a
         Qwen2.5-VL block-diffusion checkpoint (default config: Fast-dDrive's 3 cameras)."""
         p = folder_parts(path, config)
-        return cls(p.model, p.tokenizer, p.config, p.schema, folder=p.folder)
+        return cls(p.model, p.tokenizer, p.config, p.schema, folder=p.folder, weights=p.weights)
 
     @classmethod
     def random_init(

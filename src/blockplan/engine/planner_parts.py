@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from blockplan.config import PlannerConfig
+from blockplan.config import DTYPES, PlannerConfig
 from blockplan.engine.device import DeviceError, resolve_device
+from blockplan.errors import UserError
 from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
 from blockplan.model.presets import preset_config, robot_preset_config, robot_preset_names
-from blockplan.model.weights import load_pretrained
+from blockplan.model.weights import load_pretrained, verify_folder
 from blockplan.schema import (
     DrivingSchema,
     Tokenizer,
@@ -29,15 +30,12 @@ from blockplan.schema.action import ActionSchema, action_schema_from_dict, actio
 if TYPE_CHECKING:
     from blockplan.model.qwen2_5_vl.planner_model import QwenPlannerModel
 
-DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+TOKENIZER_NAME = "tokenizer.json"
+# The torch dtype of each `model.dtype` the configuration accepts (config.DTYPES).
+TORCH_DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPES}
 
 
-class PlannerSetupError(ValueError):
+class PlannerSetupError(UserError, ValueError):
     """The model and the configuration or the observation do not fit; names the field."""
 
 
@@ -50,6 +48,7 @@ class PlannerParts:
     config: PlannerConfig
     schema: DrivingSchema | ActionSchema | None = None
     folder: Path | None = None
+    weights: str = "random-init"  # or what `verify_folder` found: sha256-verified, unverified
 
 
 def device_of(config: PlannerConfig) -> torch.device:
@@ -74,14 +73,22 @@ def folder_parts(path: str | Path, config: PlannerConfig | None = None) -> Plann
     """A model folder (config.json, model.safetensors, tokenizer.json): ours, or a Qwen2.5-VL
     block-diffusion checkpoint (Fast-dDrive / Fast-dVLM; default config: Fast-dDrive's 3
     cameras, see engine/qwen_planner.py)."""
+    from blockplan.engine.qwen_planner import SETTINGS_NAME
     from blockplan.model.qwen2_5_vl.model import QwenVLModel
 
     folder = Path(path)
-    model = load_pretrained(folder)
-    tokenizer_path = folder / "tokenizer.json"
+    if not folder.is_dir():
+        raise PlannerSetupError(f"{folder}: no such model folder")
+    # Every file read below is checked against the manifest first, once.
+    weights = verify_folder(folder, also=(TOKENIZER_NAME, SETTINGS_NAME))
+    model = load_pretrained(folder, verify=False)
+    tokenizer_path = folder / TOKENIZER_NAME
     if not tokenizer_path.is_file():
-        raise PlannerSetupError(f"{folder}: no tokenizer.json")
-    tokenizer = load_tokenizer(tokenizer_path)
+        raise PlannerSetupError(f"{folder}: no {TOKENIZER_NAME}")
+    try:
+        tokenizer = load_tokenizer(tokenizer_path)
+    except ValueError as e:  # the tokenizers library's error on a corrupt file
+        raise PlannerSetupError(str(e)) from e
     if isinstance(model, QwenVLModel):
         from blockplan.engine.qwen_planner import (
             fastddrive_config,
@@ -91,10 +98,10 @@ def folder_parts(path: str | Path, config: PlannerConfig | None = None) -> Plann
 
         config = config or fastddrive_config()
         seated, schema = qwen_planner_model(model, config, read_settings(folder))
-        return PlannerParts(seated, tokenizer, config, schema, folder)
+        return PlannerParts(seated, tokenizer, config, schema, folder, weights)
     if not isinstance(model, PlannerModel):
         raise PlannerSetupError(f"{folder}: holds a {type(model).__name__}, not a planner")
-    return PlannerParts(model, tokenizer, config or PlannerConfig(), None, folder)
+    return PlannerParts(model, tokenizer, config or PlannerConfig(), None, folder, weights)
 
 
 def random_parts(
@@ -118,7 +125,7 @@ def random_parts(
         if adjust is not None:
             raise PlannerSetupError(f"preset {preset!r}: a Qwen2.5-VL preset takes no adjust")
         config = config or fastddrive_config()
-        dtype = DTYPES[config.model.dtype]
+        dtype = TORCH_DTYPES[config.model.dtype]
         device = device_of(config)  # drawn there: 3.75 B values take ~100 s on a CPU core
         model, tokenizer, schema = qwen_random_parts(
             preset, config, dtype, seed, num_layers, device

@@ -14,7 +14,8 @@ recomputes every text token after the header (one forward: the text attends to t
 and its positions are the same every tick). A full prefill happens only when nothing can be
 reused: the first tick, after `reset`, a changed camera set, a time jump (a camera's newest
 stamp went back), a gap (it advanced by more than the retention span) or a window that shares
-no frame — each counted by reason.
+no frame — each counted by reason. After a disjoint window the frames held before stay held
+(only the others reset the store), so streaming resumes as soon as a window meets one again.
 
 Exactness. Under RoPE the score of query i and key j depends only on their distance, so a
 token's hidden states at every layer depend only on the inputs and distances of the tokens it
@@ -162,23 +163,34 @@ class StreamingPrefill:
             self.stats.full_prefills[reason] += 1
             self.stats.frames_computed += len(window)
             state = full_prefill(ctx, embeds, mask)
-            self._harvest(ctx, window)
+            # A disjoint window changes nothing the held frames depend on (same cameras,
+            # same timeline, within the span): keep them, a later window may pick them again
+            # (the frame window prefers frames any earlier request used). Forgetting them
+            # here made every window after a pause in requests (a burst of bad odometry)
+            # disjoint again, so streaming never resumed.
+            self._harvest(ctx, window, keep_held=reason == "disjoint")
             return state
         self.stats.streamed += 1
         state = self._stream(ctx, embeds, window)
         self._frames = retain(self._frames, window, self.span_ns, self.capacity)
         return state
 
-    def _harvest(self, ctx: DecodeContext, window: tuple[FrameKey, ...]) -> None:
+    def _harvest(
+        self, ctx: DecodeContext, window: tuple[FrameKey, ...], keep_held: bool = False
+    ) -> None:
         """Keep the header's and every frame's pre-RoPE keys and values from a full prefill
-        (cache slots = prompt positions); frames of earlier windows are forgotten."""
+        (cache slots = prompt positions); frames of earlier windows are forgotten unless
+        `keep_held` (then the usual retention applies)."""
         cache, h = ctx.cache, self.header_end
         raw, values = cache.raw_keys[:, 0], cache.kv[:, 1, 0]  # (layers, Hkv, L, D) each
         self._header = raw[:, :, :h].clone(), values[:, :, :h].clone()
+        held = self._frames if keep_held else {}
         self._frames = {}
         for key, pos in zip(window, self.image_positions, strict=True):
             if key not in self._frames:
                 self._frames[key] = raw[:, :, pos].clone(), values[:, :, pos].clone()
+        if held:
+            self._frames = retain({**held, **self._frames}, window, self.span_ns, self.capacity)
 
     def _stream(
         self, ctx: DecodeContext, embeds: torch.Tensor, window: tuple[FrameKey, ...]

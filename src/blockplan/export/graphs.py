@@ -62,7 +62,12 @@ class VisionFrame(nn.Module):
         pooled = torch.einsum("gh,nchw,kw->ncgk", self.pool_rows, features, self.pool_cols)
         tokens = t.projector(pooled.flatten(2).transpose(1, 2))  # (1, G, Hd) row-major cells
         cells = t.cell_embed.weight  # (G, Hd)
-        identity = t.camera_embed(camera_index) + t.frame_embed(frame_index)  # (1, Hd)
+        identity = t.camera_embed(camera_index)  # (1, Hd)
+        if t.frame_embed is not None:
+            identity = identity + t.frame_embed(frame_index)
+        else:  # no frame-slot embedding: frame_index adds exactly 0 but stays a graph input,
+            # so every vision graph has one signature (the exporter drops unused inputs)
+            identity = identity + 0.0 * frame_index.to(identity.dtype)[:, None]
         return tokens + identity[:, None] + cells[None]  # (1, G, Hd)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from blockplan.errors import UserError
 from blockplan.export.graphs import DecoderStep, VisionFrame
 from blockplan.model.planner_model import PlannerModel
 
@@ -40,7 +41,7 @@ STEP_INPUTS = ("inputs_embeds", "positions", "attention_mask", "past_kv")
 STEP_OUTPUTS = ("logits", "new_kv", "new_raw_keys")
 
 
-class ExportError(ValueError):
+class ExportError(UserError, ValueError):
     """An export folder is missing, malformed or made from other weights; names the file."""
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
+from blockplan.errors import UserError
 
-class ModelConfigError(ValueError):
+
+class ModelConfigError(UserError, ValueError):
     """A model folder's config.json is missing a field or holds a bad value; names it."""
 
 

@@ -48,6 +48,9 @@ class PlannerModelConfig:
     schema: dict[str, Any] = field(default_factory=dict)  # opaque to the model
     visual_attention: str = "frame_and_header"  # one of VISUAL_ATTENTION
     frame_slot_embedding: bool = True  # a learned embedding per frame slot on visual tokens
+    # The spacing of the frames the model was trained with (s; the data set's frame period).
+    # None: not recorded (folders written before it was); the runtime then trusts its config.
+    frame_period_s: float | None = None
     embodiment: str = "vehicle"  # one of EMBODIMENTS; `schema` is then an action schema
 
     def __post_init__(self) -> None:
@@ -55,6 +58,10 @@ class PlannerModelConfig:
             raise ModelConfigError(
                 f"embodiment={self.embodiment!r}: must be one of {list(EMBODIMENTS)}"
             )
+        if self.frame_period_s is not None and not (
+            isinstance(self.frame_period_s, (int, float)) and self.frame_period_s > 0
+        ):
+            raise ModelConfigError(f"frame_period_s={self.frame_period_s!r}: must be > 0")
         if self.visual_attention not in VISUAL_ATTENTION:
             raise ModelConfigError(
                 f"visual_attention={self.visual_attention!r}: must be one of "
@@ -102,7 +109,7 @@ class PlannerModelConfig:
             "visual_attention": self.visual_attention,
             "frame_slot_embedding": self.frame_slot_embedding,
             **extra,
-        }
+        } | ({} if self.frame_period_s is None else {"frame_period_s": self.frame_period_s})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PlannerModelConfig:
@@ -117,6 +124,7 @@ class PlannerModelConfig:
                 # Folders written before these settings existed have the default layout.
                 visual_attention=str(d.get("visual_attention", "frame_and_header")),
                 frame_slot_embedding=d.get("frame_slot_embedding", True),
+                frame_period_s=d.get("frame_period_s"),
                 embodiment=str(d.get("embodiment", "vehicle")),
             )
         except KeyError as e:

@@ -4,7 +4,14 @@
 family from `model_type` (`qwen2` → `Decoder`; `qwen2_5_vl` → `QwenVLModel`;
 `blockplan_planner` → `PlannerModel`), checks `manifest.json` when present, and loads the
 weights with safetensors (never pickle). A folder without a manifest (a checkpoint as
-published on the Hugging Face hub) loads *unverified*: a warning says so (docs/CHECKPOINTS.md).
+published on the Hugging Face hub) loads *unverified*: a warning says so (docs/CHECKPOINTS.md),
+and the planner records `weights: "unverified"` where its runs are reported.
+
+A manifest is all or nothing: it must be `{"sha256": {file: hex digest}}`, list every file the
+loader reads (config.json, model.safetensors or the index and every shard it names, and
+whatever else the caller reads: tokenizer.json, blockplan.json) and match each of them. An
+empty, partial or malformed manifest is a `WeightsError` naming the file at fault, never a
+pass.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +27,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from blockplan.errors import UserError
 from blockplan.model.config import DecoderConfig, ModelConfigError
 
 WEIGHTS_NAME = "model.safetensors"
@@ -26,11 +35,13 @@ INDEX_NAME = "model.safetensors.index.json"
 MANIFEST_NAME = "manifest.json"
 CONFIG_NAME = "config.json"
 MODEL_TYPES = ("qwen2", "qwen2_5_vl", "blockplan_planner")
+# What a loaded folder's weights are, as runs report it (metrics.json, report, /diagnostics).
+VERIFIED, UNVERIFIED = "sha256-verified", "unverified"
 
 log = logging.getLogger("blockplan.model")
 
 
-class WeightsError(ValueError):
+class WeightsError(UserError, ValueError):
     """A model folder's weights are missing, mismatched or fail their manifest check."""
 
 
@@ -54,16 +65,74 @@ def write_manifest(folder: str | Path) -> dict[str, str]:
     return files
 
 
-def verify_manifest(folder: str | Path) -> bool:
-    """Check every file listed in manifest.json; False when there is no manifest."""
+def read_manifest(folder: str | Path) -> dict[str, str] | None:
+    """The `{file: sha256}` of `folder`'s manifest.json, checked for shape; None without one."""
+    path = Path(folder) / MANIFEST_NAME
+    if not path.is_file():
+        return None
+    shape = 'expected {"sha256": {"file name": "64 hex digits", ...}}'
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise WeightsError(f"{path}: cannot read it ({e}); {shape}") from e
+    listed = doc.get("sha256") if isinstance(doc, dict) else None
+    if not isinstance(listed, dict) or not listed:
+        raise WeightsError(f"{path}: no file digests; {shape}")
+    for name, digest in listed.items():
+        if not (isinstance(digest, str) and len(digest) == 64 and _is_hex(digest)):
+            raise WeightsError(f"{path}: {name!r}: {digest!r} is not a sha256 digest; {shape}")
+        if Path(name).name != name:
+            raise WeightsError(f"{path}: {name!r}: names a file outside the folder")
+    return listed
+
+
+def _is_hex(text: str) -> bool:
+    try:
+        int(text, 16)
+    except ValueError:
+        return False
+    return True
+
+
+def weight_files(folder: str | Path) -> list[str]:
+    """The files `read_state_dict` reads: model.safetensors, or the index and its shards."""
+    folder = Path(folder)
+    if (folder / WEIGHTS_NAME).is_file():
+        return [WEIGHTS_NAME]
+    index = folder / INDEX_NAME
+    if not index.is_file():
+        raise WeightsError(f"{folder}: neither {WEIGHTS_NAME} nor {INDEX_NAME}")
+    return [INDEX_NAME, *_shards(index)]
+
+
+def _shards(index: Path) -> list[str]:
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+        return sorted(set(weight_map.values()))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise WeightsError(f"{index}: no 'weight_map' of tensor -> shard file: {e!r}") from e
+
+
+def verify_manifest(folder: str | Path, required: Iterable[str] | None = None) -> bool:
+    """Check manifest.json against the folder; False when there is no manifest.
+
+    `required`: the files the caller reads (default: config.json and the weights); each must
+    be listed. Every listed file must exist and match its digest. Raises WeightsError naming
+    the file otherwise."""
     folder = Path(folder)
     path = folder / MANIFEST_NAME
-    if not path.is_file():
+    listed = read_manifest(folder)
+    if listed is None:
         return False
-    try:
-        listed = json.loads(path.read_text())["sha256"]
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise WeightsError(f"{path}: expected {{'sha256': {{file: digest}}}}: {e}") from e
+    if required is None:
+        required = [CONFIG_NAME, *weight_files(folder)]
+    for name in required:
+        if name not in listed:
+            raise WeightsError(
+                f"{path}: does not list {name!r}, which the loader reads (a manifest must "
+                "cover every file loaded; regenerate it with blockplan.model.write_manifest "
+                "from a trusted copy)"
+            )
     for name, expected in listed.items():
         file = folder / name
         if not file.is_file():
@@ -75,28 +144,43 @@ def verify_manifest(folder: str | Path) -> bool:
 
 
 def read_config(folder: str | Path) -> dict[str, Any]:
-    path = Path(folder) / CONFIG_NAME
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ModelConfigError(f"{folder}: no such model folder")
+    path = folder / CONFIG_NAME
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        raw = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ModelConfigError(f"cannot read {path}: {e}") from e
+    if not isinstance(raw, dict):
+        raise ModelConfigError(f"{path}: expected a JSON object, not {type(raw).__name__}")
+    return raw
+
+
+def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of one safetensors file; a missing, truncated or corrupt file is a
+    WeightsError naming it (safetensors' own error is no ValueError)."""
+    from safetensors import SafetensorError
+
+    try:
+        return load_file(path)
+    except (SafetensorError, OSError, ValueError) as e:
+        raise WeightsError(f"{path}: cannot load the weights: {e}") from e
 
 
 def read_state_dict(folder: str | Path) -> dict[str, torch.Tensor]:
     """All tensors of `model.safetensors`, or of the shards its index lists."""
     folder = Path(folder)
     if (folder / WEIGHTS_NAME).is_file():
-        return load_file(folder / WEIGHTS_NAME)
+        return _load_safetensors(folder / WEIGHTS_NAME)
     index = folder / INDEX_NAME
     if not index.is_file():
         raise WeightsError(f"{folder}: neither {WEIGHTS_NAME} nor {INDEX_NAME}")
-    try:
-        weight_map = json.loads(index.read_text())["weight_map"]
-    except (json.JSONDecodeError, KeyError) as e:
-        raise WeightsError(f"{index}: no 'weight_map': {e}") from e
+    shards = _shards(index)
+    weight_map = json.loads(index.read_text())["weight_map"]
     state: dict[str, torch.Tensor] = {}
-    for shard in sorted(set(weight_map.values())):
-        state.update(load_file(folder / shard))
+    for shard in shards:
+        state.update(_load_safetensors(folder / shard))
     missing = sorted(set(weight_map) - set(state))
     if missing:
         raise WeightsError(f"{index}: tensor {missing[0]!r} is in no shard")
@@ -168,17 +252,32 @@ def decoder_from_state(
     return decoder
 
 
+def verify_folder(folder: str | Path, also: Iterable[str] = ()) -> str:
+    """Verify a model folder before loading it: "sha256-verified" when its manifest covers
+    config.json, the weights and the `also` files that exist (and all match), "unverified"
+    (with a warning) when it has no manifest; raises WeightsError otherwise."""
+    folder = Path(folder)
+    required = [CONFIG_NAME, *weight_files(folder)]
+    required += [name for name in also if (folder / name).is_file()]
+    if verify_manifest(folder, required):
+        return VERIFIED
+    log.warning("%s: no %s; weights loaded unverified", folder, MANIFEST_NAME)
+    return UNVERIFIED
+
+
 def load_pretrained(
     path: str | Path, dtype: torch.dtype | None = None, verify: bool = True
 ) -> nn.Module:
     """Load a model folder; the family comes from config.json's `model_type`.
 
     Returns a `Decoder` for Qwen2 / Qwen2.5 folders, a `QwenVLModel` for Qwen2.5-VL folders
-    (Fast-dVLM, Fast-dDrive) and a `PlannerModel` for blockplan planner folders, in eval mode (cast to `dtype` when given).
+    (Fast-dVLM, Fast-dDrive) and a `PlannerModel` for blockplan planner folders, in eval mode
+    (cast to `dtype` when given). `verify`: check the manifest first (`verify_folder`); a
+    caller that verified the folder itself (with the other files it reads) passes False.
     """
     folder = Path(path)
-    if verify and not verify_manifest(folder):
-        log.warning("%s: no %s; weights loaded unverified", folder, MANIFEST_NAME)
+    if verify:
+        verify_folder(folder)
     raw = read_config(folder)
     model_type = raw.get("model_type")
     state = read_state_dict(folder)

@@ -12,10 +12,10 @@ alone shows everything in RViz or Foxglove.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,20 +25,23 @@ from blockplan.bags import (
     BagRecord,
     BagWriter,
     ImageDecodeError,
+    OdometryError,
     image_msg_to_frame,
     odometry_to_ego,
     open_bag_reader,
     path_to_arrays,
     time_to_ns,
 )
-from blockplan.bags.tick import reasoning_record
+from blockplan.bags.tick import model_status, reasoning_record
 from blockplan.config import PlannerConfig
 from blockplan.replay.metrics import replay_metrics, streaming_metrics
 from blockplan.replay.publish import OutputPublisher
 from blockplan.replay.record import ReplayLog
-from blockplan.replay.topics import InputTopics, resolve_topics
+from blockplan.replay.topics import InputTopics, ReplayOutputError, resolve_topics
 from blockplan.replay.truth import GroundTruthPaths, RecordedPath
 from blockplan.runtime import Planner, PlannerRuntime, RuntimeLimits, TickOutput, VirtualClock
+from blockplan.runtime.model import weights_of
+from blockplan.runtime.plans import PlanWindow
 from blockplan.sim.topics import GT_PATH_TOPIC
 from blockplan.types import EgoState, seconds_to_ns
 
@@ -57,6 +60,27 @@ class ReplayResult:
     topics: InputTopics
     plans_bag: Path
 
+    @property
+    def interrupted(self) -> bool:
+        return bool(self.metrics.get("interrupted"))
+
+
+class ReplayInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a replay. The bag was closed and the outputs of the ticks done were
+    written, marked `"interrupted": true`: `result` (and, from `run_replay`, `outputs`)."""
+
+    def __init__(self, result: ReplayResult, outputs: Any = None) -> None:
+        super().__init__("replay interrupted")
+        self.result, self.outputs = result, outputs
+
+
+def check_bag(bag: str | Path, config: PlannerConfig) -> InputTopics:
+    """Open `bag` and resolve its input topics, as the replay will: the cheap checks (a
+    missing, truncated or foreign bag; no configured camera) before any model is loaded.
+    Raises BagError or ReplayInputError saying what is wrong."""
+    with open_bag_reader(bag) as reader:
+        return resolve_topics(config, reader.topics)
+
 
 def _read_odometry_segments(reader, topic: str | None, jump_ns: int) -> list[RecordedPath]:
     """The recorded path, split wherever the stamps jump back (one segment per bag loop)."""
@@ -67,7 +91,7 @@ def _read_odometry_segments(reader, topic: str | None, jump_ns: int) -> list[Rec
     for record in reader.records([topic]):
         try:
             ego = odometry_to_ego(reader.deserialize(record))
-        except BagError:
+        except (BagError, OdometryError):
             continue  # counted in the main pass
         if ego.stamp_ns <= 0:
             continue  # unstamped: counted in the main pass
@@ -104,6 +128,7 @@ class _Replayer:
         publisher: OutputPublisher,
         paths: list[RecordedPath],
         ground_truth: GroundTruthPaths | None,
+        weights: str,
     ) -> None:
         self.reader, self.topics, self.runtime, self.clock = reader, topics, runtime, clock
         self.publisher, self.paths, self.ground_truth = publisher, paths, ground_truth
@@ -117,9 +142,13 @@ class _Replayer:
         self.segment = 0
         self.last_odom: int | None = None
         self.synthesize_tf = "/tf" not in topics.tf
+        self.first_stamp: int | None = None  # the inputs' header stamps seen (zero ticks)
+        self.model_status = model_status(runtime.config, None, weights)
 
     def advance(self, stamp: int, log_time: int) -> None:
         """Tick every period boundary up to `stamp` (exclusive of messages at `stamp`)."""
+        if self.first_stamp is None:
+            self.first_stamp = stamp
         if self.sensor_now is None or stamp < self.sensor_now - self.jump_ns:
             self.sensor_now, self.next_tick = stamp, stamp + self.period_ns
             return
@@ -138,11 +167,34 @@ class _Replayer:
         self.publisher.tick(out, log_time)
         path = self.ground_truth or self.paths[min(self.segment, len(self.paths) - 1)]
         for accepted in out.new_plans:
-            truth = path.future(accepted.stamp_ns, accepted.pose, accepted.trajectory.t)
-            self.log.add_plan(accepted, reasoning_record(accepted), truth)
+            args = accepted.stamp_ns, accepted.pose, accepted.trajectory.t
+            truth = path.future(*args)
+            why = "" if truth is not None else path.missing_reason(*args)
+            if why == RecordedPath.ENDS and self.segment < len(self.paths) - 1:
+                why = "its horizon crosses a time jump (the recording jumps back)"
+            self.log.add_plan(accepted, reasoning_record(accepted), truth, why)
         self.log.add_tick(out)
         if len(self.log.ticks) % self.diag_every == 0:
-            self.publisher.diagnostics(self.runtime.diagnostics(), out.now_ns, log_time)
+            statuses = [self.model_status, *self.runtime.diagnostics()]
+            self.publisher.diagnostics(statuses, out.now_ns, log_time)
+
+    def why_no_ticks(self) -> str:
+        """Why the replay ran no control tick (for a run that ran none)."""
+        counts = self.runtime.health.counts()
+        unstamped = counts.get("unstamped_image", 0) + counts.get("unstamped_odometry", 0)
+        rate = self.runtime.config.control.rate_hz
+        if self.first_stamp is None or self.sensor_now is None:
+            if unstamped:
+                return (
+                    f"every camera and odometry message has header stamp 0 ({unstamped} "
+                    "unstamped): replay's clock follows the header stamps, so it never started"
+                )
+            return "the bag has no camera or odometry messages"
+        span_s = (self.sensor_now - self.first_stamp) / 1e9
+        return (
+            f"the inputs' header stamps span {span_s:.3f} s, less than one control period "
+            f"({1.0 / rate:g} s at {rate:g} Hz); raise --rate or replay a longer bag"
+        )
 
     def ingest(self, record: BagRecord) -> None:
         self.publisher.copy_input(record)
@@ -167,7 +219,11 @@ class _Replayer:
                 return
             self.runtime.on_frame(frame)
         elif topic == self.topics.odometry:
-            ego = odometry_to_ego(msg)
+            try:
+                ego = odometry_to_ego(msg)
+            except OdometryError as e:
+                self.runtime.on_invalid_input("odometry_invalid_quaternion", str(e))
+                return
             if ego.stamp_ns <= 0:
                 self.runtime.on_invalid_input("unstamped_odometry", f"header stamp {ego.stamp_ns}")
                 return
@@ -184,6 +240,17 @@ class _Replayer:
             self.runtime.on_route_command(str(msg.data))
 
 
+def _followed(windows: Sequence[PlanWindow], runtime: PlannerRuntime) -> dict[str, Any]:
+    missed = runtime.pending_request_stamps
+    given = len({w.stamp_ns for w in windows})
+    return {
+        "given": given,
+        "requested": given - len(missed),
+        # the bag never reached that stamp, lacked one of its frames, or the worker was busy
+        "not_requested_ns": missed,
+    }
+
+
 def replay_bag(
     bag: str | Path,
     out_dir: str | Path,
@@ -193,25 +260,34 @@ def replay_bag(
     rate_hz: float | None = None,
     limits: RuntimeLimits | None = None,
     progress: Callable[[int, int], None] | None = None,
+    request_windows: Sequence[PlanWindow] | None = None,
 ) -> ReplayResult:
     """Replay `bag` into `out_dir/plans.mcap`; return the metrics and the replay log.
-    `progress(done, total)` is called as input messages are consumed."""
-    control = dataclasses.replace(
-        config.control, timing=timing, rate_hz=rate_hz or config.control.rate_hz
-    )
-    config = dataclasses.replace(config, control=control)
+    `progress(done, total)` is called as input messages are consumed. Ctrl-C (a
+    KeyboardInterrupt) stops the replay between messages: the bag is closed and
+    `ReplayInterrupted` carries the result of the ticks done (`"interrupted": true`).
+    `request_windows`: plan only these windows (a live run's requests,
+    `blockplan.replay.requests`)."""
+    rate_hz = config.control.rate_hz if rate_hz is None else rate_hz
+    # validated: a rate of 0 is an error, not the default
+    config = config.with_params({"control.timing": timing, "control.rate_hz": rate_hz})
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    plans_bag = out_dir / "plans.mcap"
+    plans_bag = prepare_output_dir(out_dir)
     limits = limits or RuntimeLimits()
+    interrupted = False
     with open_bag_reader(bag) as reader:
         topics = resolve_topics(config, reader.topics)
         for missing in topics.missing_cameras:
-            log.warning("camera topic %s is not in the bag: that camera stays missing", missing)
+            log.warning(
+                "camera topic %s %s: that camera stays missing",
+                missing,
+                topics.why_missing(missing),
+            )
         if topics.odometry is None:
             log.warning(
-                "no %s in the bag: without odometry every tick publishes the fallback",
+                "odometry %s %s: without odometry every tick publishes the fallback",
                 config.topics.odom,
+                topics.why_missing(config.topics.odom),
             )
         paths = _read_odometry_segments(reader, topics.odometry, seconds_to_ns(limits.time_jump_s))
         ground_truth = _read_ground_truth(reader)
@@ -219,16 +295,31 @@ def replay_bag(
         copied = tuple(t for t in reader.topics if t.startswith(GROUND_TRUTH_PREFIX))
         total = sum(reader.topics[t].num_messages for t in topics.all + copied)
         clock = VirtualClock()
-        runtime = PlannerRuntime(config, planner, clock, timing, limits)
+        runtime = PlannerRuntime(
+            config, planner, clock, timing, limits, request_windows=request_windows
+        )
         try:
             with BagWriter(plans_bag, typestore=reader.typestore) as writer:
                 publisher = OutputPublisher(writer, config)
-                replayer = _Replayer(reader, topics, runtime, clock, publisher, paths, ground_truth)
-                for i, record in enumerate(reader.records(topics.all + copied)):
-                    replayer.ingest(record)
-                    if progress is not None:
-                        progress(i + 1, total)
-                runtime.drain()
+                replayer = _Replayer(
+                    reader,
+                    topics,
+                    runtime,
+                    clock,
+                    publisher,
+                    paths,
+                    ground_truth,
+                    weights_of(planner),
+                )
+                try:
+                    for i, record in enumerate(reader.records(topics.all + copied)):
+                        replayer.ingest(record)
+                        if progress is not None:
+                            progress(i + 1, total)
+                except KeyboardInterrupt:
+                    interrupted = True  # the bag closes below; metrics for the ticks done
+                if not interrupted:
+                    runtime.drain()
         finally:
             runtime.close()
     # Engine planners report their streaming counters; baselines have none.
@@ -238,7 +329,7 @@ def replay_bag(
         runtime_metrics,
         replayer.log,
         timing=timing,
-        rate_hz=control.rate_hz,
+        rate_hz=config.control.rate_hz,
         bag=str(bag),
         camera_topics=sorted(topics.cameras),
         missing_camera_topics=list(topics.missing_cameras),
@@ -248,5 +339,55 @@ def replay_bag(
             runtime_metrics,
             planner_streaming() if planner_streaming is not None else None,
         ),
+        weights=weights_of(planner),
+        **({} if request_windows is None else {"requests": _followed(request_windows, runtime)}),
     )
+    if not metrics["ticks"]:
+        metrics["no_ticks"] = replayer.why_no_ticks()
+    if interrupted:
+        metrics["interrupted"] = True
+        metrics["interrupted_after_s"] = (
+            round((replayer.sensor_now - replayer.first_stamp) / 1e9, 3)
+            if replayer.sensor_now is not None and replayer.first_stamp is not None
+            else 0.0
+        )
+        raise ReplayInterrupted(ReplayResult(metrics, replayer.log, topics, plans_bag))
     return ReplayResult(metrics, replayer.log, topics, plans_bag)
+
+
+OUTPUT_NAMES = ("plans.mcap", "metrics.json", "report.html", "latency.png", "displacement.png")
+
+
+def prepare_output_dir(out_dir: Path) -> Path:
+    """Create `out_dir` (or check it) for a replay's outputs and return its plans.mcap path.
+
+    Refuses, with a ReplayOutputError saying what to do: a file; a folder under a file; a
+    folder that cannot be created or written (read-only, no permission); a folder holding a
+    plans.mcap already (an earlier replay's, never overwritten) or the staging folder of a
+    replay that was killed while writing."""
+    plans_bag = out_dir / "plans.mcap"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ReplayOutputError(f"--out {out_dir} is a file, not a folder; pass a folder")
+    blocker = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise ReplayOutputError(f"--out {out_dir}: cannot create it: {blocker} is a file")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out_dir, prefix=".write-test-"):
+            pass
+    except OSError as e:
+        raise ReplayOutputError(f"--out {out_dir}: cannot write there: {e.strerror or e}") from e
+    staging = out_dir / f".{plans_bag.name}.partial"
+    if staging.exists():
+        raise ReplayOutputError(
+            f"{staging} is left from a replay that was killed while writing (or one still "
+            f"running into {out_dir}); remove it (rm -r {staging}) or pass another --out"
+        )
+    if plans_bag.exists():
+        present = [n for n in OUTPUT_NAMES if (out_dir / n).exists()]
+        raise ReplayOutputError(
+            f"{out_dir} holds the outputs of an earlier replay ({', '.join(present)}; its "
+            "metrics.json says whether it was complete); they are never overwritten: remove "
+            f"them (rm {' '.join(str(out_dir / n) for n in present)}) or pass another --out"
+        )
+    return plans_bag

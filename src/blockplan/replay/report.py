@@ -94,7 +94,13 @@ def report_data(
             "bag": metrics.get("bag", ""),
             "timing": metrics.get("timing", ""),
             "rate_hz": metrics.get("rate_hz", 0),
+            "model": metrics.get("model", ""),
+            "weights": metrics.get("weights", ""),
+            "interrupted": bool(metrics.get("interrupted")),
+            "no_ticks": metrics.get("no_ticks", ""),
         },
+        # The page opens on the first tick that published a plan, not a start-up fallback.
+        "start": next((i for i, t in enumerate(ticks) if not t["fb"]), 0),
         "metrics": metrics,
         "cameras": list(cameras),
         "images": images,
@@ -116,5 +122,16 @@ def write_report(
     data = json.dumps(report_data(log, metrics, cameras, plots), separators=(",", ":"))
     # Inside <script> a literal "</" would end the element early.
     html = PAGE.replace("__DATA__", data.replace("</", "<\\/"))
-    path.write_text(html, encoding="utf-8")
+    write_atomic(path, html.encode("utf-8"))
     return path
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `path` whole or not at all (a full disk leaves no truncated file behind)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

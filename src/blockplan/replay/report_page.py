@@ -17,11 +17,14 @@ h1{font-size:20px;margin:0 0 8px} h2{font-size:15px;margin:12px 0 6px}
 .missing{width:240px;height:60px;display:inline-flex;align-items:center;justify-content:center;
  background:#eee;color:#a00;border:1px dashed #a00}
 #slider{width:100%} .fb{color:#b00;font-weight:bold} .ok{color:#070;font-weight:bold}
-table{border-collapse:collapse;font-size:13px} td{padding:2px 8px;border-bottom:1px solid #eee}
+table{border-collapse:collapse;font-size:13px;max-width:100%}
+td{padding:2px 8px;border-bottom:1px solid #eee;vertical-align:top;overflow-wrap:anywhere}
+.warn{background:#fff3e0;border:1px solid #ef6c00;border-radius:6px;padding:8px;margin:0 0 10px}
 .legend span{display:inline-block;margin-right:10px;font-size:12px}
 .sw{display:inline-block;width:14px;height:3px;vertical-align:middle;margin-right:4px}
 </style></head><body>
 <h1>blockplan replay — <span id="bag"></span></h1>
+<div id="banner"></div>
 <div class="card"><div id="summary"></div></div>
 <div class="card" style="margin-top:10px">
  <input type="range" id="slider" min="0" max="0" value="0">
@@ -49,20 +52,38 @@ const $ = (id) => document.getElementById(id);
 const slider = $("slider");
 function esc(s){return String(s).replace(/[&<>"]/g,c=>({"&":"&amp;","<":"&lt;",">":"&gt;","\"":"&quot;"}[c]));}
 
+// "a 1, b 2" for a {name: count} object (never raw JSON on the page).
+function counts(o){
+  const e = Object.entries(o || {});
+  return e.length ? e.map(kv=>esc(kv[0])+" "+esc(kv[1])).join(", ") : "none";
+}
+function pair(s){ return (s && s.p50 !== null && s.p50 !== undefined) ? s.p50+" / "+s.p99 : "n/a"; }
+
 function summary(){
   $("bag").textContent = D.meta.bag;
-  const m = D.metrics, rows = [];
-  for (const k of ["ticks","plans","fallbacks","deadline_misses","invalid_inputs","ade_3s","ade_5s","l2_1s","l2_2s","l2_3s"]) {
+  const m = D.metrics, rows = [], notes = [];
+  if (D.meta.interrupted) notes.push("Interrupted (Ctrl-C) after "+esc(m.interrupted_after_s)+" s of the bag: this report covers the ticks done only.");
+  if (D.meta.no_ticks) notes.push("No control tick ran: "+esc(D.meta.no_ticks));
+  if (D.meta.weights === "unverified") notes.push("The model's weights are unverified: its folder has no manifest.json.");
+  $("banner").innerHTML = notes.map(n=>'<div class="warn">'+n+"</div>").join("");
+  if (D.meta.model) rows.push("<td>model / weights</td><td>"+esc(D.meta.model)+" / "+esc(D.meta.weights)+"</td>");
+  for (const k of ["ticks","plans","fallbacks","deadline_misses","invalid_inputs"]) {
     if (k in m) rows.push("<td>"+k+"</td><td>"+esc(m[k])+"</td>");
   }
-  rows.push("<td>latency p50 / p99 (ms)</td><td>"+m.latency_ms.p50+" / "+m.latency_ms.p99+"</td>");
+  const units = {ade_3s:"ADE@3s (m)", ade_5s:"ADE@5s (m)", l2_1s:"L2@1s (m)", l2_2s:"L2@2s (m)", l2_3s:"L2@3s (m)"};
+  for (const k in units) if (k in m) rows.push("<td>"+units[k]+"</td><td>"+esc(m[k])+"</td>");
+  if ("evaluated_plans" in m) rows.push("<td>plans scored / not scored</td><td>"+m.evaluated_plans+" / "+counts(m.unscored_plans)+"</td>");
+  rows.push("<td>latency p50 / p99 (ms)</td><td>"+pair(m.latency_ms)+"</td>");
   rows.push("<td>timing / rate</td><td>"+esc(D.meta.timing)+" / "+D.meta.rate_hz+" Hz</td>");
   const st = m.streaming;
   if (st && st.window_shared_fraction !== null) {
     rows.push("<td>window frames shared / new</td><td>"+st.window_frames_shared+" / "+st.window_frames_new+"</td>");
     const pf = st.planner && st.planner.prefill;
-    if (pf) rows.push("<td>streaming: streamed / full prefills, frames reused / computed</td><td>"+pf.streamed_ticks+" / "+esc(JSON.stringify(pf.full_prefill_reasons))+", "+pf.frames_reused+" / "+pf.frames_computed+"</td>");
-    if (st.encode_prefill_ms && st.encode_prefill_ms.p50 !== null) rows.push("<td>encode + prefill p50 / p99 (ms)</td><td>"+st.encode_prefill_ms.p50+" / "+st.encode_prefill_ms.p99+"</td>");
+    if (pf) {
+      rows.push("<td>streamed ticks / full prefills</td><td>"+pf.streamed_ticks+" / "+pf.full_prefills+" ("+counts(pf.full_prefill_reasons)+")</td>");
+      rows.push("<td>frames reused / computed</td><td>"+pf.frames_reused+" / "+pf.frames_computed+"</td>");
+    }
+    if (st.encode_prefill_ms && st.encode_prefill_ms.p50 !== null) rows.push("<td>encode + prefill p50 / p99 (ms)</td><td>"+pair(st.encode_prefill_ms)+"</td>");
   }
   $("summary").innerHTML = "<table><tr>"+rows.join("</tr><tr>")+"</tr></table>";
   $("plots").innerHTML = D.plots.map(p=>'<img alt="'+esc(p.name)+'" src="'+p.src+'">').join(" ");
@@ -135,7 +156,7 @@ function reasoning(tick){
     "<tr><td>meta behaviour</td><td>"+esc(r.meta_behavior.longitudinal)+" / "+esc(r.meta_behavior.lateral)+"</td></tr>"+
     "<tr><td>rollouts</td><td>"+r.num_rollouts+"</td></tr>"+
     "<tr><td>latency</td><td>"+r.latency_ms+" ms"+(r.is_degraded? " (degraded cameras)":"")+"</td></tr>"+
-    "<tr><td>timings</td><td>"+esc(JSON.stringify(r.timings_ms))+"</td></tr></table>";
+    "<tr><td>timings (ms)</td><td>"+Object.entries(r.timings_ms || {}).map(kv=>esc(kv[0])+" "+Number(kv[1]).toFixed(1)).join(" &middot; ")+"</td></tr></table>";
 }
 
 function frames(tick){
@@ -159,7 +180,7 @@ slider.addEventListener("input", ()=>show(Number(slider.value)));
 $("zoom").addEventListener("change", ()=>show(Number(slider.value)));
 summary();
 const m = location.hash.match(/^#t=(\d+)(z?)$/);
-slider.value = m ? m[1] : 0;
+slider.value = m ? m[1] : D.start;
 $("zoom").checked = Boolean(m && m[2]);
 show(Number(slider.value));
 if (location.hash === "#selftest"){

@@ -7,10 +7,11 @@ any configured camera topic is refused with an error naming the missing topics.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from blockplan.bags import TopicSummary
 from blockplan.config import PlannerConfig
+from blockplan.errors import UserError
 
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 ODOMETRY_TYPE = "nav_msgs/msg/Odometry"
@@ -18,8 +19,12 @@ TF_TYPE = "tf2_msgs/msg/TFMessage"
 STRING_TYPE = "std_msgs/msg/String"
 
 
-class ReplayInputError(ValueError):
+class ReplayInputError(UserError, ValueError):
     """The bag cannot be replayed with this configuration; the message says why."""
+
+
+class ReplayOutputError(UserError, ValueError):
+    """The output folder cannot take a replay's outputs; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,14 @@ class InputTopics:
     route_command: str | None
     tf: tuple[str, ...]
     missing_cameras: tuple[str, ...]
+    # Configured topics the bag has with another message type: topic -> its type.
+    mistyped: dict[str, str] = field(default_factory=dict)
+
+    def why_missing(self, topic: str) -> str:
+        """Why a configured input topic is not used: absent, or present with another type."""
+        if topic in self.mistyped:
+            return f"is in the bag as {self.mistyped[topic]}, not the type the planner reads"
+        return "is not in the bag"
 
     @property
     def all(self) -> tuple[str, ...]:
@@ -47,6 +60,7 @@ def _typed(topics: dict[str, TopicSummary], name: str, msgtypes: tuple[str, ...]
 def resolve_topics(config: PlannerConfig, topics: dict[str, TopicSummary]) -> InputTopics:
     cameras: dict[str, str] = {}
     missing = []
+    mistyped: dict[str, str] = {}
     for cam in config.cameras:
         candidates = (cam.topic, f"{cam.topic}/compressed")
         if cam.transport == "compressed" and not cam.topic.endswith("/compressed"):
@@ -54,16 +68,26 @@ def resolve_topics(config: PlannerConfig, topics: dict[str, TopicSummary]) -> In
         found = next((t for t in candidates if _typed(topics, t, IMAGE_TYPES)), None)
         if found is None:
             missing.append(cam.topic)
+            for t in candidates:
+                if t in topics:
+                    mistyped.setdefault(cam.topic, topics[t].msgtype or "an unknown type")
         else:
             cameras[found] = cam.name
     if not cameras:
         present = ", ".join(f"{t} [{s.msgtype}]" for t, s in sorted(topics.items())) or "none"
+        wrong = "".join(
+            f"; {t} is there but as {msgtype}, not {' or '.join(IMAGE_TYPES)}"
+            for t, msgtype in mistyped.items()
+        )
         raise ReplayInputError(
             f"the bag has none of the configured camera topics {missing} "
-            f"(nor their /compressed variants); its topics: {present}"
+            f"(nor their /compressed variants) as images{wrong}; its topics: {present}"
         )
-    odom = config.topics.odom if _typed(topics, config.topics.odom, (ODOMETRY_TYPE,)) else None
+    odom = config.topics.odom
+    if odom in topics and not _typed(topics, odom, (ODOMETRY_TYPE,)):
+        mistyped[odom] = topics[odom].msgtype or "an unknown type"
+    odom = odom if _typed(topics, odom, (ODOMETRY_TYPE,)) else None
     route = config.topics.route_command
     route = route if _typed(topics, route, (STRING_TYPE,)) else None
     tf = tuple(t for t in ("/tf", "/tf_static") if _typed(topics, t, (TF_TYPE,)))
-    return InputTopics(cameras, odom, route, tf, tuple(missing))
+    return InputTopics(cameras, odom, route, tf, tuple(missing), mistyped)

@@ -1,15 +1,22 @@
 """Ego history from odometry: validated, with body-frame acceleration derived.
 
-Odometry carries pose and body-frame velocity but no acceleration. The acceleration is the
-derivative of the body-frame velocity over at least `accel_window_s`, computed in the odometry
-frame and rotated back (so turning at constant speed gives the centripetal part):
+Odometry carries pose and body-frame velocity and yaw rate ω but no acceleration. The
+acceleration is the rigid-body one in the body frame, a = dv/dt + ω × v, with dv/dt the
+difference of the body-frame velocity over at least `accel_window_s` and ω the reported yaw
+rate of the newest sample (so turning at constant speed gives the centripetal part ω·v_x):
 
-    a_body = R(−yaw) · (R(yaw₁) v₁ − R(yaw₀) v₀) / (t₁ − t₀)
+    a_x = (v_x₁ − v_x₀) / (t₁ − t₀) − ω₁ v_y₁,    a_y = (v_y₁ − v_y₀) / (t₁ − t₀) + ω₁ v_x₁
+
+This is what the training labels hold (sim/labels.py: the speed change of the last 50 ms
+simulator step and speed × yaw rate), so with 20 Hz odometry and the default 50 ms window the
+prompt's ax, ay are the trained ones exactly.
 
 Rejected samples (counted by the caller from the returned `OdometryResult`): non-finite values;
 outliers whose implied acceleration is implausible or whose position disagrees with the
-reported velocity; stamps at or before the newest sample. A stamp far behind the newest one
-is a time jump (the caller resets everything).
+reported velocity; stamps before the newest sample (out of order) or equal to it (a
+duplicate). A stamp far behind the newest one is a time jump (the caller resets everything).
+An orientation that is no rotation (a zero quaternion) never gets here: the message
+conversion rejects it (`blockplan.bags.OdometryError`).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ class OdometryResult(str, enum.Enum):
     NONFINITE = "nonfinite"
     OUTLIER = "outlier"
     OUT_OF_ORDER = "out_of_order"
+    DUPLICATE = "duplicate"  # the newest sample's stamp again (a re-sent message): dropped
     TIME_JUMP = "time_jump"
     RESTARTED = "restarted"  # accepted after too many consecutive outliers: history restarted
 
@@ -48,8 +56,11 @@ def _world_velocity(ego: EgoState) -> np.ndarray:
 class EgoHistory:
     """Accepted ego states, oldest→newest, with derived acceleration (thread-safe)."""
 
-    def __init__(self, limits: RuntimeLimits | None = None) -> None:
+    def __init__(self, limits: RuntimeLimits | None = None, keep_s: float = 0.0) -> None:
+        """keep_s: history the caller needs behind the newest sample (the planner's ego
+        history span plus slack); at least `limits.ego_history_s` is kept."""
         self.limits = limits or RuntimeLimits()
+        self.keep_s = max(self.limits.ego_history_s, keep_s)
         self._states: list[EgoState] = []
         self._stamps: list[int] = []
         self._num_outliers_in_row = 0
@@ -79,7 +90,9 @@ class EgoHistory:
                 last = self._states[-1]
                 if ego.stamp_ns < last.stamp_ns - seconds_to_ns(self.limits.time_jump_s):
                     return OdometryResult.TIME_JUMP
-                if ego.stamp_ns <= last.stamp_ns:
+                if ego.stamp_ns == last.stamp_ns:
+                    return OdometryResult.DUPLICATE
+                if ego.stamp_ns < last.stamp_ns:
                     return OdometryResult.OUT_OF_ORDER
                 if self._is_outlier(last, ego):
                     self._num_outliers_in_row += 1
@@ -111,10 +124,8 @@ class EgoHistory:
             i = max(0, bisect.bisect_right(self._stamps, target) - 1)
             ref = self._states[i]
             dt = ns_to_seconds(ego.stamp_ns - ref.stamp_ns)
-            a_world = (_world_velocity(ego) - _world_velocity(ref)) / dt
-            c, s = math.cos(ego.yaw), math.sin(ego.yaw)
-            a_x = float(c * a_world[0] + s * a_world[1])
-            a_y = float(-s * a_world[0] + c * a_world[1])
+            a_x = (ego.v_x - ref.v_x) / dt - ego.yaw_rate * ego.v_y
+            a_y = (ego.v_y - ref.v_y) / dt + ego.yaw_rate * ego.v_x
         state = EgoState(
             stamp_ns=ego.stamp_ns,
             x=ego.x,
@@ -128,7 +139,7 @@ class EgoHistory:
         )
         self._states.append(state)
         self._stamps.append(state.stamp_ns)
-        cutoff = state.stamp_ns - seconds_to_ns(self.limits.ego_history_s)
+        cutoff = state.stamp_ns - seconds_to_ns(self.keep_s)
         drop = bisect.bisect_left(self._stamps, cutoff)
         if drop > 0 and drop < len(self._states):
             del self._states[:drop]

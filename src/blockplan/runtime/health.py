@@ -9,10 +9,14 @@ tick without the planner) and `plan_age` (age of the published plan).
   more than half a period late (the timer could not keep the rate);
 * `inference_overruns`: plans whose inference took longer than one control period;
 * `fallbacks`: ticks that published the fallback; `plans`: plans that passed the gates;
-* `invalid_plans`: plans rejected by the gates; `planner_errors`: planner exceptions;
+* `invalid_plans`: plans rejected by the (hard) validity gates; `planner_errors`: planner
+  exceptions; `uncomfortable_plans`: published plans beyond a comfort limit, with one
+  `comfort_<check>` count per failed check (`comfort_max_abs_jerk`, …);
 * `waits` / `degraded_requests`: ticks where a stale camera held back / degraded a request;
 * `time_jumps`: resets after a stamp or the clock went back; `discarded_results`: plans from
-  before a reset (or older than the newest) that were dropped;
+  before a reset (or older than the newest) that were dropped; `unchanged_window_replans`:
+  plans of the same window as the newest plan (no newer frame came meanwhile), dropped as
+  adding nothing;
 * `unfinished_plans`: plans still in flight when a replay ended;
 * `window_frames_shared` / `window_frames_new`: frames of requested windows that an earlier
   request had used too / had not (streaming reuses the former's K/V).
@@ -43,6 +47,7 @@ COUNTERS = (
     "inference_overruns",
     "planner_errors",
     "invalid_plans",
+    "uncomfortable_plans",
     "invalid_inputs",
     "requests",
     "degraded_requests",
@@ -52,6 +57,7 @@ COUNTERS = (
     "window_frames_new",
     "time_jumps",
     "discarded_results",
+    "unchanged_window_replans",
     "unfinished_plans",
 )
 

@@ -21,11 +21,14 @@ class RuntimeLimits:
     max_plausible_accel: float = 25.0
     position_tolerance_m: float = 1.0
     max_consecutive_outliers: int = 5
-    # Acceleration is differenced over at least this span to keep odometry noise down.
-    accel_window_s: float = 0.2
+    # Acceleration is differenced over at least this span (noisy fast odometry wants more).
+    # 50 ms: the simulator step the training labels' acceleration is taken over, so 20 Hz
+    # odometry gives the trained values exactly (runtime/ego.py).
+    accel_window_s: float = 0.05
     # Odometry older than this is stale: the ego pose is extrapolated at most this far.
     max_odometry_age_s: float = 0.5
-    # Ego history kept (s) and the number of latency samples behind the p50/p99.
+    # Ego history kept (s; at least: the runtime keeps the planner's history span and more)
+    # and the number of latency samples behind the p50/p99.
     ego_history_s: float = 10.0
     latency_window: int = 1000
 

@@ -21,10 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from blockplan.config import PlannerConfig, package_root
+from blockplan.errors import UserError
 from blockplan.runtime import ConstantVelocityPlanner, Planner
 from blockplan.types import CameraFrame, EgoState, Observation, seconds_to_ns
 
-MANIFEST_NAME = "manifest.json"  # blockplan.model.weights.MANIFEST_NAME (kept torch-free here)
+# blockplan.model.weights' MANIFEST_NAME and VERIFIED (this module stays torch-free)
+MANIFEST_NAME = "manifest.json"
+VERIFIED = "sha256-verified"
 # Any size works: the vision tower resizes every image to the model's input size.
 WARMUP_IMAGE_SHAPE = (72, 128)
 WARMUP_STAMP_NS = seconds_to_ns(1000.0)  # far from 0 so the window's history fits before it
@@ -32,7 +35,7 @@ BASELINES = {"constant-velocity": ConstantVelocityPlanner}
 RANDOM_INIT = "random-init"
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(UserError, RuntimeError):
     """The configured model cannot be loaded or fails its warm-up; the message says why."""
 
 
@@ -74,9 +77,22 @@ def load_model(
         torch.set_num_threads(config.model.num_threads)
         if folder is None:
             return EnginePlanner.random_init(model.partition(":")[2] or "tiny", config)
-        return EnginePlanner.from_folder(folder, config)
+        planner = EnginePlanner.from_folder(folder, config)
     except (ImportError, ValueError, OSError) as e:  # WeightsError, PlannerSetupError, I/O
         raise ModelLoadError(f"{where}={model!r}: {type(e).__name__}: {e}") from e
+    if require_manifest and planner.weights != VERIFIED:  # checked, not only present
+        raise ModelLoadError(
+            f"{where}={model!r}: {folder}: weights {planner.weights}; the node only runs "
+            "models whose checksums it verified"
+        )
+    return planner
+
+
+def weights_of(planner: Planner) -> str:
+    """What `planner`'s weights are, as runs report them (metrics.json, the report,
+    /diagnostics): sha256-verified, unverified (a folder without manifest.json), random-init,
+    or none (a baseline has no weights)."""
+    return str(getattr(planner, "weights", "none (baseline)"))
 
 
 def load_verified_planner(config: PlannerConfig) -> Planner:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -21,6 +21,29 @@ class Planner(Protocol):
     """Anything that turns an observation into a plan (blockplan.engine.Planner does)."""
 
     def plan(self, observation: Observation) -> Plan: ...
+
+
+class HistorySpec(NamedTuple):
+    """The ego history a planner was trained with: `num_states` states `period_s` apart,
+    the newest at t0 (the schema's `num_history` and `history_period_s`)."""
+
+    num_states: int
+    period_s: float
+
+    @property
+    def span_s(self) -> float:
+        return (self.num_states - 1) * self.period_s
+
+
+def history_spec(planner: Planner) -> HistorySpec:
+    """The history `planner` needs: its schema's (an engine planner reads it from the model's
+    config.json), else the default schema's (what the data set records; the baselines)."""
+    schema = getattr(planner, "schema", None)
+    if schema is None:
+        from blockplan.schema.spec import DrivingSchema
+
+        schema = DrivingSchema()
+    return HistorySpec(int(schema.num_history), float(schema.history_period_s))
 
 
 class ConstantVelocityPlanner:

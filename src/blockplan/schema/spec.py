@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from blockplan.errors import UserError
 from blockplan.types import (
     CRITICAL_OBJECT_KEYS,
     DEFAULT_ROUTE_COMMAND,
@@ -55,7 +56,7 @@ DEFAULT_ROUTE_COMMANDS: tuple[str, ...] = (
 )
 
 
-class SchemaError(ValueError):
+class SchemaError(UserError, ValueError):
     """A schema setting, a tokenizer that cannot represent the schema, or a value that does
     not fit it; the message names the field or slot."""
 

@@ -32,6 +32,7 @@ from blockplan.bags import (
     string_msg,
     trajectory_to_path,
 )
+from blockplan.errors import UserError
 from blockplan.schema import default_schema, render_answer_text
 from blockplan.sim.episode import EpisodeLog
 from blockplan.sim.labels import HORIZON_S, SampleLabel, ego_state, label_at
@@ -54,7 +55,7 @@ from blockplan.types import Trajectory
 DEFAULT_START_NS = 1_700_000_000 * 1_000_000_000  # a fixed, realistic epoch for the stamps
 
 
-class SimBagError(ValueError):
+class SimBagError(UserError, ValueError):
     """The episode cannot be written as asked (too short, camera rate not a divisor...)."""
 
 

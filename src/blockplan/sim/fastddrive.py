@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from blockplan.errors import UserError
 from blockplan.schema import default_schema, render_prompt_text
 from blockplan.types import CRITICAL_OBJECT_KEYS, DrivingAnswer, Lateral, Longitudinal
 
@@ -30,7 +31,7 @@ EXPORT_DIR = "fastddrive"
 JPEG_QUALITY = 92
 
 
-class FastDDriveError(ValueError):
+class FastDDriveError(UserError, ValueError):
     """A record of a Fast-dDrive JSON file lacks a field or holds a bad value."""
 
 

@@ -16,14 +16,15 @@ from typing import Any
 import numpy as np
 import yaml
 
-from blockplan.config import package_root
+from blockplan.config import load_yaml, package_root
+from blockplan.errors import UserError
 
 # Rotation from the optical frame (z fwd, x right, y down) to the camera body frame (x fwd,
 # y left, z up): body = R_BODY_FROM_OPTICAL @ optical.
 R_BODY_FROM_OPTICAL = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
 
 
-class RigError(ValueError):
+class RigError(UserError, ValueError):
     """An invalid rig file or camera entry; the message names the field."""
 
 
@@ -162,8 +163,8 @@ def load_rig(path: str | Path | None = None) -> Rig:
     """Load the rig YAML (default: the shipped params/rig.yaml)."""
     path = Path(path) if path is not None else default_rig_path()
     try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
+        doc = load_yaml(path.read_text())  # params files' YAML: 1e3 is a number, no twin keys
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise RigError(f"cannot read rig file {path}: {e}") from e
     try:
         return rig_from_dict(doc)

@@ -14,10 +14,22 @@ from typing import Any
 
 import numpy as np
 
+from blockplan.errors import UserError
+
 SIM_HZ = 20  # simulation (and odometry) rate
 
+# The expert's lateral control, kept drivable. highway-env steers its vehicles with no bound
+# on the heading rate: a lane change starts with the yaw rate stepping to ~1.7 rad/s at
+# 20 m/s, a lateral acceleration v * yaw_rate of ~34 m/s² (3.4 g) that no car can drive, our
+# own validity gates reject (gates.max_lateral_accel 4.89 m/s², max_yaw_rate 0.95 rad/s) and
+# the runtime's odometry check rightly flags as an outlier (RuntimeLimits.max_plausible_accel
+# 25 m/s²). The expert therefore changes lanes at most this hard, and its lateral speed
+# towards the target lane is bounded like a comfortable human lane change (~3 s for a lane).
+EXPERT_MAX_LATERAL_ACCEL = 4.0  # m/s²
+EXPERT_MAX_LATERAL_SPEED = 2.0  # m/s
 
-class ScenarioError(ValueError):
+
+class ScenarioError(UserError, ValueError):
     """An unknown scenario name or a request the scenario cannot serve."""
 
 
@@ -125,7 +137,6 @@ def make_env(scenario: Scenario, seed: int) -> Any:
     """A reset highway-env environment (the unwrapped env) whose ego is the IDM/MOBIL expert."""
     import gymnasium as gym
     import highway_env  # noqa: F401  (registers the environments)
-    from highway_env.vehicle.behavior import IDMVehicle
 
     _restore_idm_class_params()
     config = {
@@ -137,7 +148,7 @@ def make_env(scenario: Scenario, seed: int) -> Any:
     env = gym.make(scenario.env_id, config=config).unwrapped
     env.reset(seed=int(seed))
     ego = env.vehicle
-    expert = IDMVehicle.create_from(ego)
+    expert = _drivable_expert_class().create_from(ego)
     rng = np.random.default_rng([int(seed), 7])
     expert.target_speed = float(rng.uniform(*scenario.ego_speed_range))
     for key, value in scenario.expert_params.items():  # instance attributes override MOBIL
@@ -153,6 +164,43 @@ def make_env(scenario: Scenario, seed: int) -> Any:
                 v.target_speed = float(rng.uniform(*scenario.traffic_speed_range))
                 v.speed = min(float(v.speed), v.target_speed + 2.0)
     return env
+
+
+_EXPERT_CLASS: list[type] = []
+
+
+def _drivable_expert_class() -> type:
+    """highway-env's IDMVehicle (IDM + MOBIL) whose steering keeps the lateral acceleration
+    and the lateral speed of a lane change drivable (`EXPERT_MAX_LATERAL_ACCEL`, `..._SPEED`);
+    lane keeping and turns are unchanged below those bounds."""
+    if _EXPERT_CLASS:
+        return _EXPERT_CLASS[0]
+    from highway_env import utils
+    from highway_env.vehicle.behavior import IDMVehicle
+
+    class DrivableIDMVehicle(IDMVehicle):
+        def steering_control(self, target_lane_index: Any) -> float:
+            # highway-env 1.12's ControlledVehicle.steering_control with the two bounds added.
+            target_lane = self.road.network.get_lane(target_lane_index)
+            lane_coords = target_lane.local_coordinates(self.position)
+            lane_next_coords = lane_coords[0] + self.speed * self.TAU_PURSUIT
+            lane_future_heading = target_lane.heading_at(lane_next_coords)
+            lateral_speed = -self.KP_LATERAL * lane_coords[1]
+            lateral_speed = np.clip(
+                lateral_speed, -EXPERT_MAX_LATERAL_SPEED, EXPERT_MAX_LATERAL_SPEED
+            )
+            speed = utils.not_zero(self.speed)
+            heading_command = np.arcsin(np.clip(lateral_speed / speed, -1, 1))
+            heading_ref = lane_future_heading + np.clip(heading_command, -np.pi / 4, np.pi / 4)
+            heading_rate = self.KP_HEADING * utils.wrap_to_pi(heading_ref - self.heading)
+            max_rate = EXPERT_MAX_LATERAL_ACCEL / max(abs(self.speed), 1.0)
+            heading_rate = np.clip(heading_rate, -max_rate, max_rate)
+            slip_angle = np.arcsin(np.clip(self.LENGTH / 2 / speed * heading_rate, -1, 1))
+            steering = np.arctan(2 * np.tan(slip_angle))
+            return float(np.clip(steering, -self.MAX_STEERING_ANGLE, self.MAX_STEERING_ANGLE))
+
+    _EXPERT_CLASS.append(DrivableIDMVehicle)
+    return DrivableIDMVehicle
 
 
 def _add_vehicles_behind(env: Any, scenario: Scenario, rng: np.random.Generator) -> None:

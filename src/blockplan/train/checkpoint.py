@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from blockplan.errors import UserError
 from blockplan.model.planner_model import VISUAL_PREFIX, PlannerModel
 from blockplan.model.weights import load_state, read_state_dict, verify_manifest
 
@@ -26,7 +27,7 @@ OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "trainer_state.json"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint folder that is incomplete or does not fit the run; names what."""
 
 

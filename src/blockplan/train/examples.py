@@ -23,12 +23,13 @@ import torch.nn.functional as F
 from PIL import Image
 from tqdm import tqdm
 
+from blockplan.errors import UserError
 from blockplan.schema import ego_history_array, encode_answer, render_prompt
 from blockplan.train.recipe import Recipe
 from blockplan.types import DrivingAnswer
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
     """A data folder or record that cannot be read as training data; names what."""
 
 

@@ -71,7 +71,10 @@ class Recipe:
         schema: DrivingSchema | None = None,
         tokenizer: Tokenizer | None = None,
         block_size: int = DEFAULT_BLOCK_SIZE,
+        frame_period_s: float | None = None,
     ) -> Recipe:
+        """`frame_period_s`: the training frames' spacing, recorded in config.json (the
+        runtime refuses a frame window of another spacing)."""
         if arch not in ARCHS:
             raise ModelConfigError(f"arch={arch!r}: must be one of {sorted(ARCHS)}")
         decoder_kw, vision, streamable = ARCHS[arch]
@@ -89,6 +92,7 @@ class Recipe:
             schema=schema_to_dict(schema),
             visual_attention="frame_only" if streamable else "frame_and_header",
             frame_slot_embedding=not streamable,
+            frame_period_s=frame_period_s,
         )
         return cls(config, schema, tokenizer)
 

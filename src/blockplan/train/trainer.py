@@ -13,6 +13,7 @@ validation loss; without validation, the latest).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -28,6 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler
 from tqdm import tqdm
 
+from blockplan.errors import UserError
 from blockplan.model.planner_model import PlannerModel
 from blockplan.train.checkpoint import MODEL_DIR, load_checkpoint, save_checkpoint
 from blockplan.train.distributed import (
@@ -46,7 +48,7 @@ METRICS_FILE = "metrics.jsonl"
 VALIDATION_STREAM = 1_000_003  # rng stream of the fixed validation noise
 
 
-class TrainError(RuntimeError):
+class TrainError(UserError, RuntimeError):
     """The run cannot continue (bad settings, diverged, ranks disagree)."""
 
 
@@ -159,7 +161,11 @@ class Trainer:
         from blockplan.model.weights import load_pretrained
 
         source = load_pretrained(folder)
-        if not isinstance(source, PlannerModel) or source.config != self.model.config:
+        # A folder written before config.json recorded the frame spacing matches any.
+        mine = self.model.config
+        if isinstance(source, PlannerModel) and source.config.frame_period_s is None:
+            mine = dataclasses.replace(mine, frame_period_s=None)
+        if not isinstance(source, PlannerModel) or source.config != mine:
             raise TrainError(f"{folder}: not a planner of this run's architecture and schema")
         self.model.load_state_dict(source.state_dict())
 
