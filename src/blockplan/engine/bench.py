@@ -19,6 +19,7 @@ from blockplan.engine.compute_floor import count_flops, floor_report, gemm_throu
 from blockplan.engine.planner import Planner
 from blockplan.engine.strategies import rollout_section
 from blockplan.engine.synthetic import synthetic_input
+from blockplan.engine.synthetic import synthetic_observation as synthetic_observation  # re-export
 from blockplan.schema import ScaffoldParseError
 from blockplan.types import Observation, RobotObservation
 
