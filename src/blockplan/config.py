@@ -33,7 +33,15 @@ from blockplan.params_file import (
 )
 
 BACKENDS = ("torch", "onnxruntime", "tensorrt")
-STRATEGIES = ("ar", "full_diffusion", "section_diffusion", "scaffold_spec", "rollouts")
+STRATEGIES = (
+    "ar",
+    "full_diffusion",
+    "section_diffusion",
+    "scaffold_spec",
+    "rollouts",
+    "pipelined",
+)
+EMBODIMENTS = ("vehicle", "robot")  # docs/DESIGN.md §1
 TRANSPORTS = ("raw", "compressed")
 STREAMING_MODES = ("auto", "on", "off")
 STALE_CAMERA_POLICIES = ("wait", "degrade", "fallback")
@@ -67,9 +75,13 @@ class ModelConfig:
     dtype: str = "float32"
     num_threads: int = 1
     device: str = "cpu"  # torch backend: cpu, cuda or cuda:N (model, K/V cache, images)
+    # What the model drives: `vehicle` (the driving schema) or `robot` (action chunks); it
+    # must match the model folder's `embodiment` (docs/DESIGN.md §1).
+    embodiment: str = "vehicle"
 
     def __post_init__(self) -> None:
         _check(bool(self.dir), "model.dir", self.dir, "must not be empty")
+        _one_of("model.embodiment", self.embodiment, EMBODIMENTS)
         _one_of("model.backend", self.backend, BACKENDS)
         _one_of("model.dtype", self.dtype, DTYPES)
         _check(self.num_threads >= 1, "model.num_threads", self.num_threads, "must be >= 1")
@@ -143,6 +155,48 @@ class RolloutConfig:
             "rollouts.max_deviation_m",
             self.max_deviation_m,
             "must be a finite number >= 0 (0 keeps every rollout)",
+        )
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Pipelined block decoding (docs/ALGORITHMS.md §8): a block joins the active set
+    semi-activated once its predecessor's completion ratio reaches `add_threshold` (it then
+    commits only tokens whose confidence exceeds `semi_confidence`) and is fully activated
+    once the predecessor reaches `activate_threshold` (it also commits at least
+    ceil(remaining / `commit_divisor`) of its unknown tokens per step, by confidence). The
+    first block whose predecessors are complete decodes as in section diffusion. With
+    add_threshold = 1 the pipeline is serial block diffusion."""
+
+    add_threshold: float = 0.3
+    activate_threshold: float = 0.7
+    semi_confidence: float = 0.5
+    commit_divisor: int = 3
+
+    def __post_init__(self) -> None:
+        _check(
+            0.0 <= self.add_threshold <= 1.0,
+            "pipeline.add_threshold",
+            self.add_threshold,
+            "must be in [0, 1]",
+        )
+        _check(
+            self.add_threshold <= self.activate_threshold <= 1.0,
+            "pipeline.activate_threshold",
+            self.activate_threshold,
+            f"must be in [add_threshold, 1] = [{self.add_threshold}, 1]",
+        )
+        _check(
+            0.0 < self.semi_confidence <= 1.0,
+            "pipeline.semi_confidence",
+            self.semi_confidence,
+            "must be in (0, 1]",
+        )
+        _check(
+            self.commit_divisor >= 1,
+            "pipeline.commit_divisor",
+            self.commit_divisor,
+            "must be >= 1",
         )
 
 
@@ -370,6 +424,7 @@ class PlannerConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
     rollouts: RolloutConfig = field(default_factory=RolloutConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
     cameras: tuple[CameraConfig, ...] = field(default_factory=_default_cameras)
     frame_window: FrameWindowConfig = field(default_factory=FrameWindowConfig)

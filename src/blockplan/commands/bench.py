@@ -34,8 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--strategies",
-        default=",".join(STRATEGIES),
-        help=f"comma-separated strategies to run (default: all of {','.join(STRATEGIES)})",
+        help=f"comma-separated strategies to run (default: all of {','.join(STRATEGIES)}; for "
+        "a robot model ar,full_diffusion,section_diffusion,pipelined)",
     )
     parser.add_argument("--rollouts", type=int, default=4, help="N for the rollouts strategy")
     parser.add_argument("--iters", type=int, default=5, help="timed plans per strategy")
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from blockplan.engine.bench import run_bench
     from blockplan.engine.planner import Planner, PlannerSetupError
 
-    strategies = [s for s in args.strategies.split(",") if s]
+    strategies = [s for s in (args.strategies or "").split(",") if s]
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         print(f"error: --strategies: unknown {unknown}; known {list(STRATEGIES)}", file=sys.stderr)
@@ -120,6 +120,11 @@ def run(args: argparse.Namespace) -> int:
         from blockplan.engine.qwen_planner import fastddrive_config
 
         config = fastddrive_config(config)  # Fast-dDrive's 3 cameras, 1 frame each
+    robot = None if args.params else _robot_source(args)
+    if robot is not None:
+        from blockplan.engine.embodiment import robot_config
+
+        config = robot_config(config, *robot)  # the robot's cameras and frames
     try:
         if args.model:
             planner = Planner.from_folder(Path(args.model), config)
@@ -134,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
     except PlannerSetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    if not strategies:
+        strategies = list(_default_strategies(planner))
     if len(backends) > 1:
         return _compare_backends(planner, backends, strategies, args, source)
     with_hf = not args.no_hf and importlib.util.find_spec("transformers") is not None
@@ -194,3 +201,29 @@ def _is_qwen_source(args: argparse.Namespace) -> bool:
         return read_config(args.model).get("model_type") == "qwen2_5_vl"
     except ModelConfigError:  # the loader says what is wrong, after checking the manifest
         return False
+
+
+def _robot_source(args: argparse.Namespace) -> tuple[tuple[str, ...], int] | None:
+    """(cameras, frames per camera) when the bench runs a robot model, else None."""
+    from blockplan.model.config import ModelConfigError
+    from blockplan.model.presets import robot_preset_names
+    from blockplan.model.weights import read_config
+    from blockplan.schema.action import ROBOT_CAMERAS
+
+    if args.random_init:
+        return (ROBOT_CAMERAS, 1) if args.random_init in robot_preset_names() else None
+    try:
+        raw = read_config(args.model)
+    except ModelConfigError:  # the loader says what is wrong, after checking the manifest
+        return None
+    if raw.get("embodiment") != "robot":
+        return None
+    return tuple(raw["camera_names"]), int(raw["num_frames"])
+
+
+def _default_strategies(planner) -> tuple[str, ...]:
+    from blockplan.engine.embodiment import ROBOT_BENCH_STRATEGIES
+
+    if planner.config.model.embodiment == "robot":
+        return ROBOT_BENCH_STRATEGIES
+    return STRATEGIES
