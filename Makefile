@@ -1,11 +1,18 @@
-# blockplan — the two commands a fresh machine needs: `make demo` and `make test`.
+# blockplan — the two commands a fresh machine needs: `make demo` and `make test`
+# (`make test-ros` runs the node in a real ROS 2 graph where a ROS 2 Jazzy runtime is installed).
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= test,sim,export
 STAMP := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: venv test test-all lint format demo clean
+# The ROS 2 runtime for test-ros: its env.sh (sources /opt/ros/jazzy, loopback-only DDS) and
+# requirements.txt (what a venv needs for rclpy); ../shared/ros2 next to this checkout.
+ROS2 ?= ../shared/ros2
+ROS_STAMP := $(VENV)/.installed-ros
+
+.PHONY: venv ros-venv test test-ros test-all lint format demo clean
 
 venv: $(STAMP)
 
@@ -29,6 +36,18 @@ format: venv
 # The README's test command: lint, then the suite without the slow tests.
 test: lint
 	$(PY) -m pytest -q -m "not slow"
+
+# The ros-marked tests against the ROS 2 runtime (colcon build, `ros2 launch`, a live graph);
+# a ros test that skips here is a failure (BLOCKPLAN_REQUIRE_ROS).
+ros-venv: $(ROS_STAMP)
+
+$(ROS_STAMP): $(STAMP) $(ROS2)/requirements.txt
+	$(PY) -m pip install -q -r $(ROS2)/requirements.txt
+	touch $@
+
+test-ros: ros-venv
+	@test -f $(ROS2)/env.sh || { echo "no ROS 2 runtime: $(ROS2)/env.sh is missing (set ROS2=DIR)"; exit 1; }
+	source $(ROS2)/env.sh && BLOCKPLAN_REQUIRE_ROS=1 $(PY) -m pytest -q -m ros
 
 # Everything, slow tests included.
 test-all: lint

@@ -11,8 +11,14 @@ Arguments:
 
 import os
 
-from ament_index_python.packages import get_package_share_directory
-from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler
+from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+from launch.actions import (
+    DeclareLaunchArgument,
+    EmitEvent,
+    LogInfo,
+    OpaqueFunction,
+    RegisterEventHandler,
+)
 from launch.conditions import IfCondition
 from launch.events import matches_action
 from launch.substitutions import LaunchConfiguration, PythonExpression
@@ -22,6 +28,27 @@ from launch_ros.events.lifecycle import ChangeState
 from lifecycle_msgs.msg import Transition
 
 from launch import LaunchDescription
+
+
+def _rviz(context, *args, **kwargs):
+    """RViz when asked for and installed (a minimal ROS runtime may lack rviz2)."""
+    if LaunchConfiguration("rviz").perform(context).lower() not in ("true", "1"):
+        return []
+    try:
+        get_package_share_directory("rviz2")
+    except PackageNotFoundError:
+        return [LogInfo(msg="rviz:=true but rviz2 is not installed: not starting RViz")]
+    share = get_package_share_directory("blockplan")
+    use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() == "true"
+    return [
+        Node(
+            package="rviz2",
+            executable="rviz2",
+            arguments=["-d", os.path.join(share, "rviz", "blockplan.rviz")],
+            parameters=[{"use_sim_time": use_sim_time}],
+            output="screen",
+        )
+    ]
 
 
 def generate_launch_description():
@@ -85,12 +112,5 @@ def generate_launch_description():
         condition=IfCondition(auto_activate),
     )
 
-    rviz = Node(
-        package="rviz2",
-        executable="rviz2",
-        arguments=["-d", os.path.join(share, "rviz", "blockplan.rviz")],
-        parameters=[overrides],
-        condition=IfCondition(LaunchConfiguration("rviz")),
-        output="screen",
-    )
+    rviz = OpaqueFunction(function=_rviz)
     return LaunchDescription([*arguments, planner, activate_when_inactive, configure, rviz])

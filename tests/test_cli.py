@@ -52,3 +52,22 @@ def test_config_command_reports_bad_file(tmp_path, capsys):
     bad.write_text("n: {ros__parameters: {decoding: {strategy: beam}}}\n")
     assert main(["config", "--params", str(bad)]) == 1
     assert "decoding.strategy='beam'" in capsys.readouterr().err
+
+
+def test_play_parses_silence_and_names_what_is_missing_without_ros(capsys):
+    import argparse
+    import importlib.util
+
+    from blockplan.commands.play import _silence
+
+    assert _silence("/camera/rear/image_raw@2.5") == ("/camera/rear/image_raw", 2.5)
+    for bad in ("/odom", "@3", "/odom@soon"):
+        try:
+            _silence(bad)
+        except argparse.ArgumentTypeError as e:
+            assert "TOPIC@SECONDS" in str(e)
+        else:
+            raise AssertionError(bad)
+    if importlib.util.find_spec("rclpy") is None:
+        assert main(["play", "some.mcap"]) == 1
+        assert "needs ROS 2 (rclpy)" in capsys.readouterr().err

@@ -66,6 +66,16 @@ def test_ints_accepted_for_floats():
         ({"rollouts": {"num_rollouts": 0}}, "rollouts.num_rollouts"),
         ({"rollouts": {"temperature": -1.0}}, "rollouts.temperature"),
         ({"rollouts": {"max_deviation_m": -1.0}}, "rollouts.max_deviation_m"),
+        ({"model": {"embodiment": "drone"}}, "model.embodiment"),
+        ({"pipeline": {"add_threshold": 1.5}}, "pipeline.add_threshold"),
+        ({"pipeline": {"add_threshold": -0.1}}, "pipeline.add_threshold"),
+        (
+            {"pipeline": {"add_threshold": 0.8, "activate_threshold": 0.5}},
+            "pipeline.activate_threshold",
+        ),
+        ({"pipeline": {"activate_threshold": 1.2}}, "pipeline.activate_threshold"),
+        ({"pipeline": {"semi_confidence": 0.0}}, "pipeline.semi_confidence"),
+        ({"pipeline": {"commit_divisor": 0}}, "pipeline.commit_divisor"),
         ({"control": {"rate_hz": 0}}, "control.rate_hz"),
         ({"control": {"max_plan_age_s": -1}}, "control.max_plan_age_s"),
         ({"control": {"timing": "fast"}}, "control.timing"),
@@ -92,6 +102,9 @@ def test_ints_accepted_for_floats():
         ({"gates": {"max_lateral_accel": 0}}, "gates.max_lateral_accel"),
         ({"gates": {"max_abs_jerk": 0}}, "gates.max_abs_jerk"),
         ({"gates": {"max_yaw_rate": 0}}, "gates.max_yaw_rate"),
+        ({"comfort": {"min_accel": 0.0}}, "comfort.min_accel"),
+        ({"comfort": {"max_abs_jerk": -1.0}}, "comfort.max_abs_jerk"),
+        ({"trajectory": {"waypoint_tolerance_m": -0.1}}, "trajectory.waypoint_tolerance_m"),
         ({"fallback": {"policy": "swerve"}}, "fallback.policy"),
         ({"fallback": {"stop_deceleration": 0}}, "fallback.stop_deceleration"),
         ({"fallback": {"max_hold_age_s": 0}}, "fallback.max_hold_age_s"),
@@ -189,3 +202,17 @@ def test_override_errors_name_the_override_not_the_file():
     assert "planner.yaml" not in str(info.value)
     with pytest.raises(ConfigError, match=r"^--set 'control.rate_hz=0': control.rate_hz=0"):
         load_config(default_params_path(), overrides=["decoding.strategy=ar", "control.rate_hz=0"])
+
+
+def test_with_params_replaces_by_dotted_name_and_validates():
+    from blockplan.config import ConfigError, PlannerConfig
+
+    base = PlannerConfig()
+    assert base.with_params({}) == base
+    changed = base.with_params({"model.dtype": "float64", "control.rate_hz": 5.0})
+    assert (changed.model.dtype, changed.control.rate_hz) == ("float64", 5.0)
+    assert changed.decoding == base.decoding and changed.cameras == base.cameras
+    with pytest.raises(ConfigError, match="model.dtyp"):
+        base.with_params({"model.dtyp": "float64"})
+    with pytest.raises(ConfigError, match="control.rate_hz"):
+        base.with_params({"control.rate_hz": 0.0})

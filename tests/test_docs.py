@@ -48,4 +48,5 @@ def test_references_name_the_docs_folder():
         if (path.parent.name == "docs" and path.stem in CITED) or path == Path(__file__):
             continue
         assert not bare.search(text), f"{path}: cite docs/ALGORITHMS.md or docs/DESIGN.md"
-        assert "../shared" not in text and "../seeds" not in text, path
+        # (../shared/ros2, the ROS 2 runtime CI installs, may be named; its notes may not)
+        assert "../shared/docs" not in text and "../seeds" not in text, path

@@ -24,10 +24,24 @@ from typing import Any
 
 import yaml
 
-from blockplan.errors import UserError
+from blockplan.errors import ConfigError
+from blockplan.params_file import (
+    flatten_params,
+    load_yaml,
+    read_params_file,
+    unflatten_params,
+)
 
 BACKENDS = ("torch", "onnxruntime", "tensorrt")
-STRATEGIES = ("ar", "full_diffusion", "section_diffusion", "scaffold_spec", "rollouts")
+STRATEGIES = (
+    "ar",
+    "full_diffusion",
+    "section_diffusion",
+    "scaffold_spec",
+    "rollouts",
+    "pipelined",
+)
+EMBODIMENTS = ("vehicle", "robot")  # docs/DESIGN.md §1
 TRANSPORTS = ("raw", "compressed")
 STREAMING_MODES = ("auto", "on", "off")
 STALE_CAMERA_POLICIES = ("wait", "degrade", "fallback")
@@ -36,10 +50,6 @@ TIMING_MODES = ("ideal", "measured")
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 DEFAULT_NODE_NAME = "blockplan_planner"
 DEFAULT_CAMERA_TOPIC = "/camera/{name}/image_raw"  # .format(name=...): a camera's default topic
-
-
-class ConfigError(UserError, ValueError):
-    """A configuration value or key is invalid; the message names the field."""
 
 
 def _check(ok: bool, where: str, value: Any, why: str) -> None:
@@ -65,9 +75,13 @@ class ModelConfig:
     dtype: str = "float32"
     num_threads: int = 1
     device: str = "cpu"  # torch backend: cpu, cuda or cuda:N (model, K/V cache, images)
+    # What the model drives: `vehicle` (the driving schema) or `robot` (action chunks); it
+    # must match the model folder's `embodiment` (docs/DESIGN.md §1).
+    embodiment: str = "vehicle"
 
     def __post_init__(self) -> None:
         _check(bool(self.dir), "model.dir", self.dir, "must not be empty")
+        _one_of("model.embodiment", self.embodiment, EMBODIMENTS)
         _one_of("model.backend", self.backend, BACKENDS)
         _one_of("model.dtype", self.dtype, DTYPES)
         _check(self.num_threads >= 1, "model.num_threads", self.num_threads, "must be >= 1")
@@ -141,6 +155,48 @@ class RolloutConfig:
             "rollouts.max_deviation_m",
             self.max_deviation_m,
             "must be a finite number >= 0 (0 keeps every rollout)",
+        )
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Pipelined block decoding (docs/ALGORITHMS.md §8): a block joins the active set
+    semi-activated once its predecessor's completion ratio reaches `add_threshold` (it then
+    commits only tokens whose confidence exceeds `semi_confidence`) and is fully activated
+    once the predecessor reaches `activate_threshold` (it also commits at least
+    ceil(remaining / `commit_divisor`) of its unknown tokens per step, by confidence). The
+    first block whose predecessors are complete decodes as in section diffusion. With
+    add_threshold = 1 the pipeline is serial block diffusion."""
+
+    add_threshold: float = 0.3
+    activate_threshold: float = 0.7
+    semi_confidence: float = 0.5
+    commit_divisor: int = 3
+
+    def __post_init__(self) -> None:
+        _check(
+            0.0 <= self.add_threshold <= 1.0,
+            "pipeline.add_threshold",
+            self.add_threshold,
+            "must be in [0, 1]",
+        )
+        _check(
+            self.add_threshold <= self.activate_threshold <= 1.0,
+            "pipeline.activate_threshold",
+            self.activate_threshold,
+            f"must be in [add_threshold, 1] = [{self.add_threshold}, 1]",
+        )
+        _check(
+            0.0 < self.semi_confidence <= 1.0,
+            "pipeline.semi_confidence",
+            self.semi_confidence,
+            "must be in (0, 1]",
+        )
+        _check(
+            self.commit_divisor >= 1,
+            "pipeline.commit_divisor",
+            self.commit_divisor,
+            "must be >= 1",
         )
 
 
@@ -224,12 +280,18 @@ class FrameWindowConfig:
 
 @dataclass(frozen=True)
 class TrajectoryOutputConfig:
-    """The published trajectory: JMT-upsampled at `dt` over `horizon_s`, stitched onto the
-    commanded state over `stitch_duration_s`."""
+    """The published trajectory: the jerk-minimizing fit of the waypoints within
+    `waypoint_tolerance_m` (0: the WOD-E2E JMT interpolation, exactly through them), sampled
+    at `dt` over `horizon_s`, stitched onto the commanded state over `stitch_duration_s`."""
 
     dt: float = 0.25
     horizon_s: float = 5.0
     stitch_duration_s: float = 0.5
+    # A waypoint's distance from the published path may be up to this (m): ±0.5 m of waypoint
+    # noise on a 20 m/s cruise then gives ~6 m/s³ of jerk at most, not ~20 (trajectory/smooth.py);
+    # 0.2 m and more let a car tracking the expert's roundabout path leave the lane
+    # (docs/RUNTIME.md "The published path").
+    waypoint_tolerance_m: float = 0.15
 
     def __post_init__(self) -> None:
         _positive("trajectory.dt", self.dt)
@@ -243,11 +305,60 @@ class TrajectoryOutputConfig:
             self.stitch_duration_s,
             "must be in [0, horizon_s)",
         )
+        _check(
+            math.isfinite(self.waypoint_tolerance_m) and self.waypoint_tolerance_m >= 0,
+            "trajectory.waypoint_tolerance_m",
+            self.waypoint_tolerance_m,
+            "must be a finite number >= 0",
+        )
+
+
+def _check_limits(section: str, limits: Any) -> None:
+    _positive(f"{section}.max_speed", limits.max_speed)
+    _check(
+        math.isfinite(limits.min_accel) and limits.min_accel < 0,
+        f"{section}.min_accel",
+        limits.min_accel,
+        "must be a finite number < 0",
+    )
+    for name in ("max_accel", "max_lateral_accel", "max_abs_jerk", "max_yaw_rate"):
+        _positive(f"{section}.{name}", getattr(limits, name))
+    _check(
+        math.isfinite(limits.yaw_rate_min_speed) and limits.yaw_rate_min_speed >= 0,
+        f"{section}.yaw_rate_min_speed",
+        limits.yaw_rate_min_speed,
+        "must be a finite number >= 0",
+    )
 
 
 @dataclass(frozen=True)
 class GateConfig:
-    """Validity gates on a trajectory (defaults: docs/ALGORITHMS.md §9, Alpamayo's limits)."""
+    """Hard feasibility limits on a plan's published trajectory: beyond any of them the plan
+    is rejected and the fallback published. Set for what a car cannot do (or a decoding
+    error, e.g. a wrong leading digit, makes it do), calibrated so that the simulator
+    expert's own futures pass in >= 99 % of the test samples of every scenario
+    (docs/BENCHMARKS.md "Validity gates")."""
+
+    max_speed: float = 40.0
+    min_accel: float = -8.0  # ≈ 0.8 g: emergency braking on dry asphalt
+    max_accel: float = 8.0
+    max_lateral_accel: float = 10.0  # ≈ 1 g: no tyre holds more
+    max_abs_jerk: float = 50.0
+    max_yaw_rate: float = 2.0
+    # Below this speed (m/s) the yaw rate is not checked: a path's heading at a standstill is
+    # fit noise (the fit's curvature at 0.6 m/s), harmless at that speed (lateral
+    # acceleration = speed · yaw rate, checked everywhere).
+    yaw_rate_min_speed: float = 3.0
+
+    def __post_init__(self) -> None:
+        _check_limits("gates", self)
+
+
+@dataclass(frozen=True)
+class ComfortConfig:
+    """Comfort limits (Alpamayo's, docs/ALGORITHMS.md §9): a plan beyond them is still published;
+    the excess is counted (`uncomfortable_plans`) and reported on /diagnostics and in the
+    metrics. Same checks as the hard `gates`."""
 
     max_speed: float = 40.0
     min_accel: float = -4.05
@@ -255,14 +366,10 @@ class GateConfig:
     max_lateral_accel: float = 4.89
     max_abs_jerk: float = 8.37
     max_yaw_rate: float = 0.95
+    yaw_rate_min_speed: float = 0.0  # m/s: the yaw rate is checked at every speed
 
     def __post_init__(self) -> None:
-        _positive("gates.max_speed", self.max_speed)
-        _check(self.min_accel < 0, "gates.min_accel", self.min_accel, "must be < 0")
-        _positive("gates.max_accel", self.max_accel)
-        _positive("gates.max_lateral_accel", self.max_lateral_accel)
-        _positive("gates.max_abs_jerk", self.max_abs_jerk)
-        _positive("gates.max_yaw_rate", self.max_yaw_rate)
+        _check_limits("comfort", self)
 
 
 @dataclass(frozen=True)
@@ -317,11 +424,13 @@ class PlannerConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
     rollouts: RolloutConfig = field(default_factory=RolloutConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
     cameras: tuple[CameraConfig, ...] = field(default_factory=_default_cameras)
     frame_window: FrameWindowConfig = field(default_factory=FrameWindowConfig)
     trajectory: TrajectoryOutputConfig = field(default_factory=TrajectoryOutputConfig)
     gates: GateConfig = field(default_factory=GateConfig)
+    comfort: ComfortConfig = field(default_factory=ComfortConfig)
     fallback: FallbackConfig = field(default_factory=FallbackConfig)
     topics: TopicsConfig = field(default_factory=TopicsConfig)
     frames: FramesConfig = field(default_factory=FramesConfig)
@@ -336,6 +445,14 @@ class PlannerConfig:
     @property
     def camera_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.cameras)
+
+    def with_params(self, params: Mapping[str, Any]) -> PlannerConfig:
+        """A copy with some parameters replaced, by their dotted ROS names
+        (`{"model.dtype": "float64", "control.rate_hz": 5.0}`), validated like a params file:
+        an unknown name or a bad value is a `ConfigError` naming it."""
+        flat = flatten_params(config_to_params(self))
+        flat.update(params)
+        return config_from_params(unflatten_params(flat))
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,100 +544,6 @@ def config_to_params(config: PlannerConfig) -> dict[str, Any]:
         else:
             out[f.name] = dataclasses.asdict(value)
     return out
-
-
-def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mapping → ROS 2 dotted parameter names (`decoding.strategy`)."""
-    flat: dict[str, Any] = {}
-    for key, value in params.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten_params(value, f"{name}."))
-        else:
-            flat[name] = value
-    return flat
-
-
-def unflatten_params(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """ROS 2 dotted parameter names → nested mapping (the inverse of `flatten_params`)."""
-    nested: dict[str, Any] = {}
-    for name, value in flat.items():
-        node = nested
-        *parents, leaf = name.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"parameter {name!r} conflicts with a scalar at {part!r}")
-        node[leaf] = value
-    return nested
-
-
-class ParamsLoader(yaml.SafeLoader):
-    """YAML as ROS 2 reads a params file: `1e3` and `1.0e3` are numbers (PyYAML's YAML 1.1
-    wants a sign in the exponent and reads them as strings; rcl's parser takes them as
-    doubles), and a key given twice in one mapping is an error instead of the last one
-    silently winning."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: dict[Any, yaml.Node] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"the key {key!r} is given twice (lines {seen[key].start_mark.line + 1} "
-                    f"and {key_node.start_mark.line + 1}); give each key once",
-                    key_node.start_mark,
-                )
-            seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)
-
-
-ParamsLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
-
-
-def _yaml_problem(error: Exception) -> str:
-    """A YAML error as one line: the problem and its line (PyYAML's text spans lines)."""
-    if isinstance(error, yaml.MarkedYAMLError) and error.problem:
-        where = f"line {error.problem_mark.line + 1}: " if error.problem_mark else ""
-        return f"{where}{error.problem}"
-    return str(error)
-
-
-def load_yaml(text: str) -> Any:
-    """One YAML document read with `ParamsLoader` (params files, `--set` values)."""
-    return yaml.load(text, Loader=ParamsLoader)  # a SafeLoader: plain data only
-
-
-def read_params_file(path: str | Path, node_name: str | None = None) -> dict[str, Any]:
-    """Read the `ros__parameters` of one node from a ROS 2 parameter YAML file.
-
-    With `node_name=None` the file must hold exactly one node (or the `/**` wildcard).
-    """
-    path = Path(path)
-    try:
-        doc = load_yaml(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise ConfigError(f"cannot read params file {path}: {_yaml_problem(e)}") from e
-    if not isinstance(doc, dict) or not doc:
-        raise ConfigError(f"{path}: expected '<node_name>: {{ros__parameters: ...}}' at the top")
-    if node_name is None:
-        if len(doc) != 1:
-            raise ConfigError(f"{path}: holds nodes {sorted(doc)}; name the one to load")
-        node_name = next(iter(doc))
-    section = doc.get(node_name, doc.get("/**"))
-    if not isinstance(section, dict) or "ros__parameters" not in section:
-        raise ConfigError(f"{path}: no 'ros__parameters' for node {node_name!r}")
-    params = section["ros__parameters"] or {}
-    extra = sorted(set(section) - {"ros__parameters"})
-    if extra:
-        raise ConfigError(f"{path}: unknown key {extra[0]!r} next to ros__parameters")
-    return params
 
 
 def load_config(

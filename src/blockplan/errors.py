@@ -13,3 +13,7 @@ from __future__ import annotations
 
 class UserError(Exception):
     """An error whose message is meant for the user: the CLI prints it as one line."""
+
+
+class ConfigError(UserError, ValueError):
+    """A configuration value or key is invalid; the message names the field."""

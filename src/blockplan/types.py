@@ -191,3 +191,41 @@ class Plan:
     rollouts: np.ndarray
     timings_ms: dict[str, float] = field(default_factory=dict)
     num_forwards: int = 0
+
+
+@dataclass(frozen=True)
+class RobotObservation:
+    """Everything a robot planner sees at t0 (the `robot` embodiment, docs/SCHEMA.md
+    "The action schema").
+
+    frames: K cameras × T frames in view-major order (e.g. a fixed view and a wrist camera).
+    proprio: (S,) float, the proprioceptive state (joint positions, gripper, ...), in the
+    units of the data set the model was trained on. instruction: the language instruction.
+    """
+
+    stamp_ns: int
+    frames: tuple[CameraFrame, ...]
+    proprio: np.ndarray
+    instruction: str
+
+    def __post_init__(self) -> None:
+        state = np.asarray(self.proprio, dtype=np.float64)
+        if state.ndim != 1:
+            raise ValueError(f"RobotObservation.proprio must be (S,), got {state.shape}")
+        object.__setattr__(self, "proprio", state)
+
+
+@dataclass(frozen=True)
+class ActionPlan:
+    """One robot planner call: an action chunk, stamped with the observation time t0.
+
+    actions: (H, D) float, the bin centres of the decoded chunk (rollout 0); bins: (H, D)
+    int, the bin indices; rollouts: (N, H, D) float (N = 1 without test-time scaling).
+    """
+
+    stamp_ns: int
+    actions: np.ndarray
+    bins: np.ndarray
+    rollouts: np.ndarray
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    num_forwards: int = 0

@@ -46,3 +46,33 @@ def test_bench_report_keys(tmp_path, capsys):
 def test_bench_rejects_unknown_strategy(capsys):
     assert main(["bench", "--random-init", "test", "--strategies", "beam"]) == 2
     assert "beam" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_robot_bench_report_keys(tmp_path):
+    out = tmp_path / "bench.json"
+    argv = ["bench", "--random-init", "robot-test", "--iters", "1", "--warmup", "0"]
+    assert main([*argv, "--threads", "1", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    names = {"ar", "full_diffusion", "section_diffusion", "pipelined"}  # the robot default
+    assert set(report["strategies"]) == names
+    floor_keys = {"flops_per_plan", "compute_floor_ms", "compute_floor_ratio"}
+    for entry in report["strategies"].values():
+        assert set(entry) == STRATEGY_KEYS | floor_keys
+        assert entry["valid_fraction"] == 1.0 and entry["flops_per_plan"] > 0
+    assert "hf_generate" not in report
+    assert report["pipelined_speedup_vs_full_diffusion"] > 0
+    assert report["pipelined_speedup_vs_section_diffusion"] > 0
+    assert report["pipelined_mean_active_blocks"] >= 1.0
+    assert report["model"]["answer_tokens"] == 77 and report["model"]["block_size"] == 7
+
+
+def test_robot_bench_runs_pipelined_against_full_diffusion(tmp_path, capsys):
+    argv = ["bench", "--random-init", "robot-test", "--iters", "1", "--warmup", "0"]
+    argv += ["--strategies", "full_diffusion,pipelined", "--no-compute-floor", "--threads", "1"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["strategies"]) == {"full_diffusion", "pipelined"}
+    assert report["pipelined_speedup_vs_full_diffusion"] > 0
+    assert "pipelined_speedup_vs_section_diffusion" not in report
+    assert report["strategies"]["pipelined"]["forwards_per_plan"] < 57

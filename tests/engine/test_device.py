@@ -24,7 +24,7 @@ from tests.engine.streaming_setup import SMALL, _one_thread  # noqa: F401
 
 HAS_CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.gpu  # tests/conftest.py skips it without CUDA
-STRATEGIES = ("ar", "scaffold_spec", "section_diffusion", "full_diffusion", "rollouts")
+STRATEGIES = ("ar", "scaffold_spec", "section_diffusion", "full_diffusion", "rollouts", "pipelined")
 
 
 def on(config: PlannerConfig, device: str, dtype: str = "float64") -> PlannerConfig:
@@ -113,3 +113,17 @@ def test_gpu_qwen_planner_equals_cpu():
     for strategy in ("ar", "scaffold_spec", "rollouts"):
         a, b = cpu.decode(obs, strategy), gpu.decode(obs, strategy)
         np.testing.assert_array_equal(a.result.tokens, b.result.tokens)
+
+
+@needs_cuda
+def test_gpu_robot_plans_equal_cpu_plans():
+    from blockplan.engine.embodiment import robot_config
+
+    config = on(robot_config(), "cpu")
+    cpu = Planner.random_init("robot-test", config, seed=2)
+    gpu = twin_on(cpu, "cuda")
+    obs = cpu.format.synthetic(config, 0)
+    for strategy in ("section_diffusion", "pipelined", "full_diffusion", "ar"):
+        a, b = cpu.decode(obs, strategy), gpu.decode(obs, strategy)
+        np.testing.assert_array_equal(a.result.tokens, b.result.tokens)
+        np.testing.assert_allclose(a.plan.actions, b.plan.actions)

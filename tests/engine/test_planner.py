@@ -47,7 +47,8 @@ def planner():
 
 
 @pytest.mark.parametrize(
-    "strategy", ["ar", "scaffold_spec", "section_diffusion", "full_diffusion", "rollouts"]
+    "strategy",
+    ["ar", "scaffold_spec", "section_diffusion", "full_diffusion", "rollouts", "pipelined"],
 )
 def test_every_strategy_gives_a_parsed_plan(planner, strategy):
     obs = observation(CONFIG)

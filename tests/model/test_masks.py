@@ -44,3 +44,18 @@ def test_frame_only_drops_the_header_and_prompt_mask_picks_by_setting():
     assert prompt_mask(layout, "frame_and_header").equal(frame_local_mask(layout))
     with pytest.raises(ValueError, match="visual_attention"):
         prompt_mask(layout, "everything")
+
+
+def test_pipeline_mask_is_block_causal_over_the_active_window():
+    from blockplan.model.masks import pipeline_mask
+
+    assert pipeline_mask(3, [(0, 4)], [False]).equal(draft_mask(4, 3))
+    assert pipeline_mask(3, [(0, 4)], [True]).equal(causal_mask(4, 3))
+    m = pipeline_mask(2, [(0, 2), (2, 5)], [False, False])
+    assert m[0].tolist() == [1, 1, 1, 1, 0, 0, 0]  # the cache and its own block only
+    assert m[3].tolist() == [1] * 7  # the earlier active block and all of its own
+    m = pipeline_mask(1, [(0, 2), (2, 4)], [True, False])  # a closing block, token-causal
+    assert m[0].tolist() == [1, 1, 0, 0, 0] and m[1].tolist() == [1, 1, 1, 0, 0]
+    assert m[2].tolist() == [1, 1, 1, 1, 1]
+    with pytest.raises(ValueError, match="tile"):
+        pipeline_mask(0, [(0, 2), (3, 4)], [False, False])

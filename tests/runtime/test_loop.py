@@ -174,6 +174,30 @@ def test_plans_failing_the_gates_are_rejected() -> None:
     assert "fails the gates" in runtime.last_problem["plan"]
 
 
+def test_uncomfortable_plans_are_published_and_reported() -> None:
+    """Accelerating at 3.5 m/s² is beyond the comfort limit (2.4) but feasible (hard gate 6):
+    the plan is published, counted, and named on /diagnostics."""
+
+    class EagerPlanner(ConstantVelocityPlanner):
+        def plan(self, observation: Observation) -> Plan:
+            plan = super().plan(observation)
+            t = np.arange(1, 6, dtype=np.float64)
+            eager = np.stack([SPEED * t + 0.5 * 3.5 * t**2, 0 * t], -1)  # (5, 2)
+            answer = dataclasses.replace(plan.answer, waypoints=eager)
+            return dataclasses.replace(plan, answer=answer, rollouts=eager[None])
+
+    runtime, drive = _runtime("ideal", planner=EagerPlanner())
+    outputs = drive.run(4)
+    assert not any(o.is_fallback for o in outputs)  # published: comfort never rejects
+    metrics = runtime.metrics()
+    assert metrics["invalid_plans"] == 0
+    assert metrics["uncomfortable_plans"] == metrics["plans"] == metrics["comfort_max_accel"] == 4
+    status = {s.name: s for s in runtime.diagnostics()}["blockplan: comfort"]
+    assert status.level == 1 and "max_accel" in status.message
+    assert status.values["uncomfortable_plans"] == 4
+    assert status.values["newest_max_accel"] == pytest.approx(3.5, abs=1e-3)
+
+
 def test_time_jump_resets_and_recovers() -> None:
     runtime, drive = _runtime("ideal")
     drive.run(10)

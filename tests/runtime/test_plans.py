@@ -1,13 +1,15 @@
-"""plan_trajectory: rollouts upsampled, filtered by consensus, averaged, gated."""
+"""plan_trajectory: rollouts fitted, filtered by consensus, averaged, gated, comfort checked."""
 
 from __future__ import annotations
 
 import dataclasses
 
 import numpy as np
+import pytest
 
-from blockplan.config import GateConfig, TrajectoryOutputConfig
-from blockplan.runtime import plan_trajectory
+from blockplan.config import ComfortConfig, GateConfig, TrajectoryOutputConfig
+from blockplan.runtime import InvalidPlanError, plan_trajectory
+from blockplan.trajectory import check_gates, upsample
 from blockplan.types import CRITICAL_OBJECT_KEYS, DrivingAnswer, Lateral, Longitudinal, Plan
 
 
@@ -42,3 +44,26 @@ def test_an_outlier_rollout_is_left_out_of_the_average_but_kept_for_display():
     end = np.argmin(np.abs(filtered.trajectory.t - 5.0))
     assert abs(filtered.trajectory.xy[end, 0] - 100.2) < 0.5  # mean of the three that agree
     assert plain.trajectory.xy[end, 0] > 120.0  # the plain mean is dragged 25 m ahead
+
+
+def test_published_path_is_the_fit_and_metrics_keep_the_wod_interpolation():
+    """The published trajectory is the jerk-minimizing fit (within the tolerance of each
+    waypoint), `protocol` the WOD-E2E interpolation the metrics score; a comfort excess is
+    reported, a hard-limit excess rejects."""
+    t = np.arange(1, 6, dtype=np.float64)
+    rng = np.random.default_rng(0)
+    noisy = np.stack([20.0 * t, np.zeros(5)], -1) + rng.uniform(-0.5, 0.5, (5, 2))
+    out = TrajectoryOutputConfig()
+    processed = plan_trajectory(_plan(noisy[None]), out, GateConfig())
+    assert processed.comfort.ok
+    np.testing.assert_allclose(processed.protocol.xy, upsample(noisy).xy)
+    at_waypoints = processed.trajectory.xy[3::4]
+    assert np.linalg.norm(at_waypoints - noisy, axis=-1).max() <= out.waypoint_tolerance_m + 1e-6
+    assert np.abs(np.diff(processed.trajectory.accel) / 0.25).max() < 8.37
+    assert not check_gates(processed.protocol, ComfortConfig()).ok  # WOD: over the comfort jerk
+
+    eager = np.stack([5.0 * t + 1.75 * t**2, np.zeros(5)], -1)  # 3.5 m/s²
+    processed = plan_trajectory(_plan(eager[None]), out, GateConfig())
+    assert processed.comfort.failed_checks == ("max_accel",)
+    with pytest.raises(InvalidPlanError, match="max_accel"):
+        plan_trajectory(_plan(eager[None]), out, dataclasses.replace(GateConfig(), max_accel=3.0))

@@ -56,6 +56,7 @@ def test_dataset_end_to_end_drops_crashes_and_resumes(tmp_path, crash_seed_zero)
     manifest = DatasetWriter(tmp_path, options, rig).run()
     assert [d["seed"] for d in manifest["dropped"]] == [0]
     assert manifest["counts"]["dropped_crashes"] == {"merge": 1}
+    assert manifest["counts"]["dropped_reversing"] == {"merge": 0}
     kept = manifest["episodes"]
     assert [e["seed"] for e in kept] == [1, 2]
     seeds_by_split: dict[str, set[int]] = {}
@@ -109,3 +110,33 @@ def test_worker_processes_give_the_same_data_set(tmp_path) -> None:
     one = DatasetWriter(tmp_path / "one", options, rig, export_fastddrive=False).run()
     two = DatasetWriter(tmp_path / "two", options, rig, export_fastddrive=False, workers=2).run()
     assert one["episodes"] == two["episodes"] and one["dropped"] == two["dropped"]
+
+
+def test_an_expert_that_backs_up_is_dropped(monkeypatch, tmp_path) -> None:
+    """highway-env's IDM reverses behind a stopped car; such an episode is no demonstration."""
+    real = writer_mod.run_episode
+
+    def run(scenario, seed, duration_s):
+        log = real(scenario, seed, duration_s)
+        if seed == 0:
+            log.ego[60:, writer_mod.EGO_SPEED] = -1.0  # backs up from t = 3 s
+        return log
+
+    monkeypatch.setattr(writer_mod, "run_episode", run)
+    options = DatasetOptions(scenarios=("merge",), episodes=1, duration_s=8.0)
+    manifest = DatasetWriter(tmp_path, options, load_rig(), export_fastddrive=False).run()
+    assert manifest["dropped"] == [{"scenario": "merge", "seed": 0, "reversed_at": 3.0}]
+    assert [e["seed"] for e in manifest["episodes"]] == [1]
+    assert manifest["counts"]["dropped_reversing"] == {"merge": 1}
+
+
+def test_samples_whose_future_backs_up_are_left_out(highway_log) -> None:
+    from blockplan.sim.dataset import forward_times
+    from blockplan.sim.episode import EGO_SPEED
+
+    log = dataclasses.replace(highway_log, ego=highway_log.ego.copy())
+    log.ego[log.index_at(9.0) :, EGO_SPEED] = -0.6  # backs up from t = 9 s
+    times = np.arange(3.0, 7.01, 0.5)
+    np.testing.assert_array_equal(forward_times(log, times), [3.0, 3.5])  # futures end < 9 s
+    log.ego[log.index_at(9.0) :, EGO_SPEED] = -0.2  # a creep at a stop is no reversing
+    np.testing.assert_array_equal(forward_times(log, times), times)

@@ -37,10 +37,13 @@ def test_eval_reports_every_method(recipe, dataset_dir, tmp_path):
             "l2_3s",
             "collision_rate",
             "gate_pass_rate",
+            "comfort_pass_rate",
+            "gate_pass_rate_by_scenario",
         ):
             assert key in r, (name, key)
         assert r["num_samples"] == 2
     assert results["constant_velocity"]["ade_5s"] < 1e-6  # the synthetic ego is constant speed
     assert results["constant_velocity"]["gate_pass_rate"] == 1.0  # no acceleration, no jerk
+    assert set(results["constant_velocity"]["comfort_pass_rate_by_scenario"].values()) == {1.0}
     assert 0.0 <= results["model"]["meta_accuracy"] <= 1.0
     json.dumps(results)  # JSON-ready

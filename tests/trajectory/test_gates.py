@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blockplan.config import GateConfig
+from blockplan.config import ComfortConfig, GateConfig
 from blockplan.trajectory import check_gates, upsample
 
 GATES = GateConfig()
@@ -97,10 +97,17 @@ def test_jerk_gate(index, excess):
 @settings(deadline=None)
 @given(indices, st.floats(1e-3, 0.4))
 def test_yaw_rate_gate(index, excess):
-    # At 2 m/s a yaw rate just above the limit keeps the lateral acceleration below its own.
-    traj = cruise(speed=2.0)
-    report = check_gates(with_value(traj, "curvature", index, (GATES.max_yaw_rate + excess) / 2.0))
+    # At 4 m/s a yaw rate just above the limit keeps the lateral acceleration below its own.
+    traj = cruise(speed=4.0)
+    report = check_gates(with_value(traj, "curvature", index, (GATES.max_yaw_rate + excess) / 4.0))
     assert report.failed_checks == ("max_yaw_rate",) and found(report, "max_yaw_rate", index)
+
+
+def test_the_hard_yaw_rate_gate_skips_a_near_standstill():
+    """Below `yaw_rate_min_speed` (3 m/s hard, 0 comfort) the yaw rate is not checked."""
+    traj = with_value(cruise(speed=2.0), "curvature", 10, 3.0 / 2.0)  # 3 rad/s at 2 m/s
+    assert check_gates(traj, GATES).ok
+    assert check_gates(traj, ComfortConfig()).failed_checks == ("max_lateral_accel", "max_yaw_rate")
 
 
 @settings(deadline=None)

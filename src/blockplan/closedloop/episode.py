@@ -17,7 +17,6 @@ Observation a 10 Hz camera stream would give.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from blockplan.types import CameraFrame, Trajectory
 
 EXPERT = "expert"
 FEED_MARGIN_S = 0.5
-COUNTERS = ("ticks", "plans", "fallbacks", "invalid_plans", "planner_errors")
+COUNTERS = ("ticks", "plans", "fallbacks", "invalid_plans", "uncomfortable_plans", "planner_errors")
 FrameSink = Callable[[float, dict[str, np.ndarray]], None]
 Hook = Callable[[Any], None]  # called with the highway-env env
 
@@ -117,8 +116,7 @@ class PlannerDriver:
     ) -> None:
         from blockplan.sim.render import RigRenderer
 
-        control = dataclasses.replace(config.control, rate_hz=1.0 / spec.replan_period_s)
-        config = dataclasses.replace(config, control=control)
+        config = config.with_params({"control.rate_hz": 1.0 / spec.replan_period_s})
         self.world = world
         self.spec = spec
         clock = VirtualClock(world.stamp_ns())

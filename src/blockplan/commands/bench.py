@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 import json
 import logging
@@ -16,7 +15,7 @@ from blockplan.config import (
     BACKENDS,
     STRATEGIES,
     ConfigError,
-    PlannerConfig,
+    add_set_argument,
     default_params_path,
     load_config,
 )
@@ -35,14 +34,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--strategies",
-        default=",".join(STRATEGIES),
-        help=f"comma-separated strategies to run (default: all of {','.join(STRATEGIES)})",
+        help=f"comma-separated strategies to run (default: all of {','.join(STRATEGIES)}; for "
+        "a robot model ar,full_diffusion,section_diffusion,pipelined)",
     )
     parser.add_argument("--rollouts", type=int, default=4, help="N for the rollouts strategy")
     parser.add_argument("--iters", type=int, default=5, help="timed plans per strategy")
     parser.add_argument("--warmup", type=int, default=1, help="untimed plans per strategy first")
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs and weights")
     parser.add_argument("--params", help="params YAML (default: the shipped params/planner.yaml)")
+    add_set_argument(parser)
     parser.add_argument(
         "--threads", type=int, help="torch CPU threads (default: model.num_threads)"
     )
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from blockplan.engine.bench import run_bench
     from blockplan.engine.planner import Planner, PlannerSetupError
 
-    strategies = [s for s in args.strategies.split(",") if s]
+    strategies = [s for s in (args.strategies or "").split(",") if s]
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         print(f"error: --strategies: unknown {unknown}; known {list(STRATEGIES)}", file=sys.stderr)
@@ -99,23 +99,15 @@ def run(args: argparse.Namespace) -> int:
         print("error: --layers needs --random-init and must be >= 1", file=sys.stderr)
         return 2
     try:
-        config = load_config(args.params) if args.params else _shipped_or_default()
-        if args.dtype:
-            config = dataclasses.replace(
-                config, model=dataclasses.replace(config.model, dtype=args.dtype)
-            )
-        if args.device:
-            config = dataclasses.replace(
-                config, model=dataclasses.replace(config.model, device=args.device)
-            )
-        if args.threads:
-            config = dataclasses.replace(
-                config, model=dataclasses.replace(config.model, num_threads=args.threads)
-            )
-        if backends:
-            config = dataclasses.replace(
-                config, model=dataclasses.replace(config.model, backend=backends[0])
-            )
+        config = load_config(args.params or default_params_path(), overrides=args.set)
+        # The shorthands are --set model.<name>=VALUE (a comma list of backends compares them).
+        shorthands = {
+            "model.dtype": args.dtype,
+            "model.device": args.device,
+            "model.num_threads": args.threads,
+            "model.backend": backends[0] if backends else None,
+        }
+        config = config.with_params({k: v for k, v in shorthands.items() if v is not None})
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -128,6 +120,11 @@ def run(args: argparse.Namespace) -> int:
         from blockplan.engine.qwen_planner import fastddrive_config
 
         config = fastddrive_config(config)  # Fast-dDrive's 3 cameras, 1 frame each
+    robot = None if args.params else _robot_source(args)
+    if robot is not None:
+        from blockplan.engine.embodiment import robot_config
+
+        config = robot_config(config, *robot)  # the robot's cameras and frames
     try:
         if args.model:
             planner = Planner.from_folder(Path(args.model), config)
@@ -142,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
     except PlannerSetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    if not strategies:
+        strategies = list(_default_strategies(planner))
     if len(backends) > 1:
         return _compare_backends(planner, backends, strategies, args, source)
     with_hf = not args.no_hf and importlib.util.find_spec("transformers") is not None
@@ -170,15 +169,12 @@ def _compare_backends(planner, backends, strategies, args, source: str) -> int:
     from blockplan.backends.bench import run_backend_bench
     from blockplan.engine.planner import Planner
 
-    base = dataclasses.replace(
-        planner.config,
-        rollouts=dataclasses.replace(planner.config.rollouts, num_rollouts=args.rollouts),
-    )
+    base = planner.config.with_params({"rollouts.num_rollouts": args.rollouts})
     folder = Path(args.model) if args.model else None
     planners = {}
     for name in backends:
         log.info("bench: setting up backend %s", name)
-        config = dataclasses.replace(base, model=dataclasses.replace(base.model, backend=name))
+        config = base.with_params({"model.backend": name})
         planners[name] = Planner(
             planner.model, planner.tokenizer, config, planner.schema, folder=folder
         )
@@ -207,10 +203,27 @@ def _is_qwen_source(args: argparse.Namespace) -> bool:
         return False
 
 
-def _shipped_or_default() -> PlannerConfig:
-    """The shipped params file, or the built-in defaults where it is not installed."""
+def _robot_source(args: argparse.Namespace) -> tuple[tuple[str, ...], int] | None:
+    """(cameras, frames per camera) when the bench runs a robot model, else None."""
+    from blockplan.model.config import ModelConfigError
+    from blockplan.model.presets import robot_preset_names
+    from blockplan.model.weights import read_config
+    from blockplan.schema.action import ROBOT_CAMERAS
+
+    if args.random_init:
+        return (ROBOT_CAMERAS, 1) if args.random_init in robot_preset_names() else None
     try:
-        path = default_params_path()
-    except ConfigError:
-        return PlannerConfig()
-    return load_config(path)
+        raw = read_config(args.model)
+    except ModelConfigError:  # the loader says what is wrong, after checking the manifest
+        return None
+    if raw.get("embodiment") != "robot":
+        return None
+    return tuple(raw["camera_names"]), int(raw["num_frames"])
+
+
+def _default_strategies(planner) -> tuple[str, ...]:
+    from blockplan.engine.embodiment import ROBOT_BENCH_STRATEGIES
+
+    if planner.config.model.embodiment == "robot":
+        return ROBOT_BENCH_STRATEGIES
+    return STRATEGIES

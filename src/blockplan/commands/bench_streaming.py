@@ -74,9 +74,7 @@ def run_streaming(args: argparse.Namespace, config: PlannerConfig) -> int:
             return 1
     else:
         frames = args.frames
-    config = dataclasses.replace(
-        config, frame_window=dataclasses.replace(config.frame_window, num_frames=frames)
-    )
+    config = config.with_params({"frame_window.num_frames": frames})
     try:
         if args.model:
             planner = Planner.from_folder(Path(args.model), config)

@@ -10,7 +10,6 @@ model simply gets fewer plans, and the fallbacks show it.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import sys
 from pathlib import Path
@@ -102,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             (out / name).unlink(missing_ok=True)
     config = load_config(args.params or default_params_path())
     model = args.model or default_model(config)
-    config = dataclasses.replace(config, model=dataclasses.replace(config.model, dir=model))
+    config = config.with_params({"model.dir": model})
     planner = load_planner(model, config)
     print(f"simulating {args.duration:g} s of {args.scenario} (seed {args.seed}) …")
     simulate(args, bag)

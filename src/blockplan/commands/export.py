@@ -4,13 +4,12 @@ the decoder step with dynamic shapes that ONNX Runtime runs)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import sys
 from pathlib import Path
 
-from blockplan.config import ConfigError, load_config
+from blockplan.config import ConfigError, default_params_path, load_config
 from blockplan.export.onnx_export import DEFAULT_WINDOWS
 
 log = logging.getLogger("blockplan.export")
@@ -38,7 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from blockplan.commands.bench import _shipped_or_default
     from blockplan.engine.planner import Planner
     from blockplan.export.onnx_export import ExportError, export_onnx
 
@@ -48,13 +46,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --windows={args.windows!r}: comma-separated integers", file=sys.stderr)
         return 2
     try:
-        config = load_config(args.params) if args.params else _shipped_or_default()
+        config = load_config(args.params or default_params_path())
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     # The graphs are exported from the torch model; float32 whatever the params say.
-    model_config = dataclasses.replace(config.model, backend="torch", dtype="float32")
-    config = dataclasses.replace(config, model=model_config)
+    config = config.with_params({"model.backend": "torch", "model.dtype": "float32"})
     if args.model:
         planner = Planner.from_folder(Path(args.model), config)
         source = str(args.model)

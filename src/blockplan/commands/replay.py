@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from blockplan.replay import (
     prepare_output_dir,
     run_replay,
 )
+from blockplan.replay.requests import read_request_windows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +48,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, help="control rate in Hz (default: control.rate_hz)")
     parser.add_argument("--params", help="ROS 2 params YAML (default: the shipped planner.yaml)")
     add_set_argument(parser)
+    parser.add_argument(
+        "--requests",
+        metavar="FILE",
+        help="plan only the windows a live run planned for, with the same frames: its "
+        "reasoning records (reasoning.jsonl of `blockplan play --observe`, or a bag with "
+        "/planning/reasoning); with --timing ideal each replayed plan matches a live one",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -108,6 +115,12 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
                 f"{prefill['frames_reused']} / computed {prefill['frames_computed']}"
             )
         lines.append(line)
+    if m.get("requests"):
+        r = m["requests"]
+        lines.append(
+            f"  requests: followed {r['requested']} of the {r['given']} given windows"
+            + (f" ({len(r['not_requested_ns'])} not in this bag)" if r["not_requested_ns"] else "")
+        )
     if m.get("missing_camera_topics"):
         lines.append(f"  missing camera topics: {', '.join(m['missing_camera_topics'])}")
     lines += [
@@ -125,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     prepare_output_dir(out)
     check_bag(Path(args.bag), config)
     model = args.model or config.model.dir
+    request_windows = read_request_windows(args.requests) if args.requests else None
     planner = load_planner(model, config)
     bar = tqdm(total=0, unit="msg", desc="replay", disable=args.no_progress, file=sys.stderr)
 
@@ -141,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
             timing=config.control.timing,
             progress=progress,
             extra_metrics={"model": model},
+            request_windows=request_windows,
         )
     except ReplayInterrupted as stop:
         bar.close()
@@ -159,16 +174,11 @@ def replay_config(args: argparse.Namespace) -> PlannerConfig:
     """The params file with `--set`, `--rate`, `--timing` and `--model` applied (validated:
     `--rate 0` is an error, not the default rate)."""
     config = load_config(args.params or default_params_path(), overrides=args.set)
-    control = config.control
-    if args.rate is not None:
-        if not (math.isfinite(args.rate) and args.rate > 0):
-            raise ConfigError(f"--rate {args.rate:g}: must be a control rate in Hz > 0")
-        control = dataclasses.replace(control, rate_hz=args.rate)
-    if args.timing:
-        control = dataclasses.replace(control, timing=args.timing)
+    if args.rate is not None and not (math.isfinite(args.rate) and args.rate > 0):
+        raise ConfigError(f"--rate {args.rate:g}: must be a control rate in Hz > 0")
     # The model replayed is what the report and /diagnostics name.
-    model = dataclasses.replace(config.model, dir=args.model or config.model.dir)
-    return dataclasses.replace(config, control=control, model=model)
+    options = {"control.rate_hz": args.rate, "control.timing": args.timing, "model.dir": args.model}
+    return config.with_params({k: v for k, v in options.items() if v is not None})
 
 
 def interrupted_line(stop: ReplayInterrupted) -> str:

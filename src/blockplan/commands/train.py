@@ -1,5 +1,7 @@
 """`blockplan train`: train a planner with the SASD recipe on simulator shards or Fast-dDrive
-JSON records, in one process or under `torchrun --nproc_per_node N -m blockplan.cli train`."""
+JSON records, in one process or under `torchrun --nproc_per_node N -m blockplan.cli train`;
+with `--embodiment robot`, a robot policy on a robot data set (a bidirectional teacher, then
+a block-causal student by diffusion forcing and asymmetric distillation; one process)."""
 
 from __future__ import annotations
 
@@ -12,19 +14,23 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from blockplan.model.presets import robot_preset_names
     from blockplan.train.recipe import ARCHS
 
     src = parser.add_mutually_exclusive_group(required=True)
-    src.add_argument("--data", help="a `blockplan dataset` folder (train/val splits)")
+    src.add_argument("--data", help="a `blockplan dataset` folder (train/val splits), or a "
+                     "robot data set with --embodiment robot")  # fmt: skip
     src.add_argument("--fastddrive", help="a Fast-dDrive JSON file of training records")
     parser.add_argument("--val-fastddrive", help="Fast-dDrive JSON validation records")
     parser.add_argument("--out", required=True, help="run folder: metrics, checkpoint, best")
-    parser.add_argument("--arch", default="reference", choices=sorted(ARCHS),
-                        help="model size (reference)")  # fmt: skip
+    parser.add_argument("--embodiment", default="vehicle", choices=["vehicle", "robot"],
+                        help="vehicle: the driving schema (SASD); robot: action chunks")  # fmt: skip
+    parser.add_argument("--arch", choices=sorted(ARCHS) + robot_preset_names(),
+                        help="model size (reference; robot: robot-tiny)")  # fmt: skip
     parser.add_argument("--cameras", nargs="+",
                         default=["front_left", "front", "front_right", "rear"],
                         help="camera names, in the model's (view-major) order")  # fmt: skip
-    parser.add_argument("--num-frames", type=int, default=2, help="frames per camera (2)")
+    parser.add_argument("--num-frames", type=int, help="frames per camera (2; robot: 1)")
     parser.add_argument("--steps", type=int, required=True, help="optimizer steps")
     parser.add_argument("--batch-size", type=int, default=8, help="samples per rank (8)")
     parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (2e-3)")
@@ -45,6 +51,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-threads", type=int, default=2, help="torch CPU threads (2)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where to train (auto: cuda when available)")  # fmt: skip
+    robot = parser.add_argument_group("robot (--embodiment robot)")
+    robot.add_argument("--teacher-steps", type=int,
+                       help="steps of the bidirectional teacher (default: --steps); --steps "
+                       "are the student's")  # fmt: skip
+    robot.add_argument("--horizon", type=int, default=8, help="timesteps per chunk (8)")
+    robot.add_argument("--bins", type=int, default=256, help="bins per action value (256)")
+    robot.add_argument("--block-size", type=int,
+                       help="values per block, a multiple of the action dimension (default: it)")  # fmt: skip
+    robot.add_argument("--instruction-budget", type=int, default=16,
+                       help="instruction tokens in the prompt (16)")  # fmt: skip
+    robot.add_argument("--range-quantile", type=float, default=0.01,
+                       help="bin ranges: these quantiles of the training data (0.01)")  # fmt: skip
+    robot.add_argument("--eval-samples", type=int, default=8,
+                       help="validation samples decoded at the end for the model card (8)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,17 +76,21 @@ def run(args: argparse.Namespace) -> int:
     from blockplan.train.trainer import TrainConfig, Trainer, TrainError
 
     torch.set_num_threads(args.num_threads)
+    if args.embodiment == "robot":
+        return run_robot(args)
+    if args.arch is not None and args.arch.startswith("robot-"):
+        print(f"error: --arch {args.arch} needs --embodiment robot", file=sys.stderr)
+        return 2
     ctx = init_distributed(args.device)
     try:
+        arch, num_frames = args.arch or "reference", args.num_frames or 2
         # A simulator data set records its frame spacing; the model's config.json keeps it.
         period = None
         if args.data:
             from blockplan.train.examples import read_manifest
 
             period = read_manifest(args.data).get("options", {}).get("frame_period_s")
-        recipe = Recipe.build(
-            args.arch, tuple(args.cameras), args.num_frames, frame_period_s=period
-        )
+        recipe = Recipe.build(arch, tuple(args.cameras), num_frames, frame_period_s=period)
         show = ctx.is_main
         if args.data:
             train_set = load_examples(args.data, "train", recipe, progress=show)
@@ -102,3 +126,81 @@ def run(args: argparse.Namespace) -> int:
     if ctx.is_main:
         print(json.dumps(final))
     return 0
+
+
+def run_robot(args: argparse.Namespace) -> int:
+    """The robot recipe: teacher, then student; the student's folder is OUT/best."""
+    import torch
+
+    from blockplan.schema import SchemaError
+    from blockplan.train.robot_data import RobotDataError
+    from blockplan.train.robot_examples import RobotRecipe, load_robot_examples
+    from blockplan.train.robot_trainer import RobotTrainConfig, RobotTrainer
+    from blockplan.train.trainer import TrainError
+
+    if not args.data:
+        print("error: --embodiment robot trains on --data (a robot data set)", file=sys.stderr)
+        return 2
+    arch = args.arch or "robot-tiny"
+    if not arch.startswith("robot-"):
+        print(f"error: --arch {arch}: a robot run takes a robot-* size", file=sys.stderr)
+        return 2
+    if args.device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    else:
+        device = args.device
+    try:
+        recipe = RobotRecipe.build(
+            arch,
+            args.data,
+            horizon=args.horizon,
+            num_bins=args.bins,
+            block_size=args.block_size,
+            num_frames=args.num_frames or 1,
+            instruction_budget=args.instruction_budget,
+            quantile=args.range_quantile,
+        )
+        train_set = load_robot_examples(args.data, "train", recipe)
+        try:
+            val_set = load_robot_examples(args.data, "val", recipe)
+        except RobotDataError as e:
+            log.warning("no validation split (%s)", e)
+            val_set = None
+        config = RobotTrainConfig(
+            teacher_steps=args.teacher_steps or args.steps,
+            student_steps=args.steps,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            weight_decay=args.weight_decay,
+            warmup_steps=args.warmup,
+            grad_clip=args.grad_clip,
+            seed=args.seed,
+            log_every=args.log_every,
+            val_samples=args.val_samples,
+            eval_samples=args.eval_samples,
+        )
+        command = _robot_command(args, arch, config, recipe)
+        trainer = RobotTrainer(recipe, train_set, args.out, config, val_set, device,
+                               command=command, data=args.data)  # fmt: skip
+        final = trainer.fit()
+    except (RobotDataError, SchemaError, TrainError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(final))
+    return 0
+
+
+def _robot_command(args: argparse.Namespace, arch: str, config, recipe) -> str:
+    """The command line that reproduces a robot run (for its model card)."""
+    import shlex
+
+    mc, schema = recipe.model_config, recipe.schema
+    parts = ["blockplan", "train", "--embodiment", "robot", "--data", args.data, "--out", args.out]
+    parts += ["--arch", arch, "--steps", config.student_steps, "--teacher-steps",
+              config.teacher_steps, "--batch-size", config.batch_size, "--lr", config.lr,
+              "--warmup", config.warmup_steps, "--weight-decay", config.weight_decay,
+              "--grad-clip", config.grad_clip, "--seed", config.seed, "--horizon",
+              schema.horizon, "--bins", schema.num_bins, "--block-size", mc.block_size,
+              "--num-frames", mc.num_frames, "--instruction-budget", schema.instruction_budget,
+              "--range-quantile", args.range_quantile]  # fmt: skip
+    return " ".join(shlex.quote(str(p)) for p in parts)

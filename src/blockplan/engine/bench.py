@@ -17,9 +17,11 @@ import torch
 
 from blockplan.engine.compute_floor import count_flops, floor_report, gemm_throughput
 from blockplan.engine.planner import Planner
-from blockplan.engine.synthetic import synthetic_observation
+from blockplan.engine.strategies import rollout_section
+from blockplan.engine.synthetic import synthetic_input
+from blockplan.engine.synthetic import synthetic_observation as synthetic_observation  # re-export
 from blockplan.schema import ScaffoldParseError
-from blockplan.types import Observation
+from blockplan.types import Observation, RobotObservation
 
 Progress = Callable[[str], None]
 
@@ -30,9 +32,7 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
 
 
 def _with_rollouts(planner: Planner, n: int) -> Planner:
-    config = dataclasses.replace(
-        planner.config, rollouts=dataclasses.replace(planner.config.rollouts, num_rollouts=n)
-    )
+    config = planner.config.with_params({"rollouts.num_rollouts": n})
     return Planner(planner.model, planner.tokenizer, config, planner.schema, planner.runner)
 
 
@@ -45,9 +45,10 @@ class Run:
     num_forwards: int
     num_spec_steps: int
     stage_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # Plan.timings_ms
+    active_blocks: tuple[int, ...] = ()  # pipelined: blocks denoised per forward
 
 
-Runner = Callable[[Observation], Run]
+Runner = Callable[[Observation | RobotObservation], Run]
 
 
 def strategy_runner(planner: Planner, strategy: str) -> Runner:
@@ -60,7 +61,7 @@ def strategy_runner(planner: Planner, strategy: str) -> Runner:
         r = decoded.result
         latency = (time.perf_counter() - t0) * 1e3
         stages = dict(decoded.plan.timings_ms)
-        return Run(latency, r.tokens, r.num_forwards, r.num_spec_steps, stages)
+        return Run(latency, r.tokens, r.num_forwards, r.num_spec_steps, stages, r.active_blocks)
 
     return run
 
@@ -149,13 +150,14 @@ def run_bench(
     runners = {name: strategy_runner(planner, name) for name in strategies}
     if "rollouts" in runners:
         runners["rollouts_n1"] = strategy_runner(_with_rollouts(planner, 1), "rollouts")
-    # The baseline rebuilds the decoder as a plain Qwen2 (1-D RoPE): not for mRoPE models.
+    # The baseline rebuilds the decoder as a plain Qwen2 (1-D RoPE): not for mRoPE models;
+    # a robot model writes no text answer it could be compared on.
     with_hf = with_hf and planner.model.config.decoder.mrope_section is None
+    with_hf = with_hf and getattr(planner.model.config, "embodiment", "vehicle") == "vehicle"
     if with_hf:
         runners["hf_generate"] = hf_generate_runner(planner)
     inputs = [
-        synthetic_observation(planner.config, seed + i, schema=planner.schema)
-        for i in range(warmup + iters)
+        synthetic_input(planner.config, seed + i, planner.schema) for i in range(warmup + iters)
     ]
     runs: dict[str, list[Run]] = {name: [] for name in runners}
     for i, obs in enumerate(inputs):
@@ -165,7 +167,7 @@ def run_bench(
             if i >= warmup:
                 runs[name].append(run)
     A = len(planner.scaffold)
-    trajectory = planner.scaffold.section("trajectory")
+    trajectory = rollout_section(planner.scaffold)  # what each extra rollout decodes
     report: dict[str, Any] = {"model": model_summary(planner, iters, warmup), "strategies": {}}
     for name in strategies:
         n = num_rollouts if name == "rollouts" else 1
@@ -183,6 +185,8 @@ def run_bench(
         steps = sum(r.num_spec_steps for r in runs["scaffold_spec"])
         editable = int(planner.scaffold.is_editable.sum()) * len(runs["scaffold_spec"])
         report["scaffold_spec_tokens_per_step"] = round(editable / steps, 3) if steps else None
+    if "pipelined" in runs:
+        add_pipeline_report(report, runs["pipelined"])
     if "rollouts" in runs:
         one = summarize(runs["rollouts_n1"], float(A))["latency_ms"]["p50"]
         ratio = report["strategies"]["rollouts"]["latency_ms"]["p50"] / one
@@ -199,6 +203,20 @@ def run_bench(
         say("bench: compute floor (GEMM throughput, FLOPs per plan)")
         add_compute_floor(report, planner, strategies, inputs[0])
     return report
+
+
+def add_pipeline_report(report: dict[str, Any], runs: Sequence[Run]) -> None:
+    """`pipelined_speedup_vs_<name>`: pipelined tokens/s over full_diffusion's and
+    section_diffusion's (where they ran; same tokens per plan, so a ratio of median
+    latencies), and `pipelined_mean_active_blocks`: the blocks each of its forwards denoised."""
+    strategies = report["strategies"]
+    mine = strategies["pipelined"]["tokens_per_s"]
+    for name in ("full_diffusion", "section_diffusion"):
+        if name in strategies and strategies[name]["tokens_per_s"] > 0:
+            ratio = mine / strategies[name]["tokens_per_s"]
+            report[f"pipelined_speedup_vs_{name}"] = round(ratio, 3)
+    active = [n for r in runs for n in r.active_blocks]
+    report["pipelined_mean_active_blocks"] = round(float(np.mean(active)), 3) if active else None
 
 
 def add_compute_floor(

@@ -66,6 +66,7 @@ class DecodeStats:
     num_forwards: int = 0
     num_spec_steps: int = 0  # draft + verify pairs
     section_ms: dict[str, float] = field(default_factory=dict)
+    active_blocks: list[int] = field(default_factory=list)  # pipelined: blocks per forward
 
 
 @dataclass
@@ -106,6 +107,10 @@ class DecodeContext:
     constraints: AnswerConstraints | None = None
     stats: DecodeStats = field(default_factory=DecodeStats)
     positions: PromptPositions | None = None  # None: prompt 0..P-1, answer from P
+    # How a finished block's K/V are computed when they are committed by a diffusion
+    # strategy: "causal" (token-causal, the vehicle models' AR stream) or "block"
+    # (bidirectional inside the block, the robot models' diffusion forcing).
+    cache_attention: str = "causal"
 
     @property
     def answer_start(self) -> int:
@@ -151,6 +156,20 @@ class DecodeContext:
 Propose = Callable[[DecodeContext, AnswerState, int, int], torch.Tensor]
 # window_end(state, w, stop) -> e
 WindowEnd = Callable[[AnswerState, int, int], int]
+# close(ctx, state, ids, w) -> logits (B, W', V) of the last W' slots of the known window ids
+# (B, W) at w, after a forward that wrote the window's K/V first among its pending slots;
+# or None when no later position reads them (the window is not committed).
+Close = Callable[[DecodeContext, AnswerState, torch.Tensor, int], "torch.Tensor | None"]
+
+
+def causal_close(ctx: DecodeContext, state: AnswerState, ids: torch.Tensor, w: int) -> torch.Tensor:
+    """A known window's K/V by a causal forward (the AR stream); only the last logit."""
+    return ctx.forward(ids, w, is_draft=False, num_logits=1)  # (B, 1, V)
+
+
+def draft_close(ctx: DecodeContext, state: AnswerState, ids: torch.Tensor, w: int) -> torch.Tensor:
+    """A known window's K/V by a bidirectional forward (block-attention models)."""
+    return ctx.forward(ids, w, is_draft=True, num_logits=1)  # (B, 1, V)
 
 
 def resolve_first(ctx: DecodeContext, state: AnswerState, picker: Picker) -> None:
@@ -212,8 +231,14 @@ def decode_span(
     window_end: WindowEnd,
     propose: Propose,
     picker: Picker,
+    close: Close | None = None,
 ) -> None:
-    """Decode answer positions [state.base, stop) with the strategy's two functions."""
+    """Decode answer positions [state.base, stop) with the strategy's functions.
+
+    `close` writes the K/V of a window the proposal filled completely (default
+    `causal_close`; section diffusion on a block-attention model: `draft_close`; the
+    pipelined strategy also denoises the next blocks in that forward)."""
+    close = close or causal_close
     A = len(ctx.scaffold)
     while state.base < stop:
         t0 = time.perf_counter()
@@ -225,9 +250,10 @@ def decode_span(
         else:
             proposal = propose(ctx, state, w, e)  # (B, W)
             if state.is_known[:, w + 1 : e].all():
-                # Nothing to verify (a known run): only the last logit is needed.
-                logits = ctx.forward(proposal, w, is_draft=False, num_logits=1)  # (B, 1, V)
-                n, last = e - w, 0
+                # Nothing to verify (a known run): the close writes its K/V.
+                logits = close(ctx, state, proposal, w)  # (B, W', V): the last rows of [w, e)
+                n = e - w
+                last = None if logits is None else n - 1 - (e - w - logits.shape[1])
             else:
                 slots = verify_slots(state, w, e)  # (R,); all W: the plain forward
                 slots = None if len(slots) == e - w else slots
@@ -236,9 +262,12 @@ def decode_span(
                 n = accept(ctx, state, proposal, logits, picker, slots)
                 # slot n - 1 (the correction's predictor, or the bonus) is always computed
                 last = n - 1 if slots is None else int(np.searchsorted(slots, n - 1))
-            ctx.cache.commit(n)
-            state.base = w + n
-            state.next_logits = logits[:, last]
+            if logits is None:  # the close found that nothing after the window reads it
+                state.base = e
+            else:
+                ctx.cache.commit(n)
+                state.base = w + n
+                state.next_logits = logits[:, last]
         synchronize(state.next_logits.device)  # a GPU's queued kernels belong to this window
         section = section_of(ctx.scaffold, w)
         ms = (time.perf_counter() - t0) * 1e3

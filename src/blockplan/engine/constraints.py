@@ -19,10 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from blockplan.schema.action import ActionSchema, action_vocab
 from blockplan.schema.answer import DIGIT, LATERAL, LONGITUDINAL, SIGN, TEXT, YES_NO
 from blockplan.schema.layout import Scaffold, Tokenizer
 from blockplan.schema.scaffold import template_for
-from blockplan.schema.spec import DrivingSchema
+from blockplan.schema.spec import DrivingSchema, SchemaError
 
 
 @dataclass(frozen=True)
@@ -133,3 +134,21 @@ def _json_safe_text_ids(
         text = tokenizer.decode([i])
         out[i] = bool(text) and not any(c in '"\\' or ord(c) < 0x20 for c in text)
     return out
+
+
+def build_action_constraints(
+    scaffold: Scaffold, schema: ActionSchema, tokenizer: Tokenizer, vocab_size: int
+) -> AnswerConstraints:
+    """The robot answer's constraints: each value slot holds a bin token, each structural
+    position its own token (`schema/action.py`); no multi-token slots."""
+    vocab = action_vocab(schema, tokenizer)
+    if vocab.bin_offset + vocab.num_bins > vocab_size:
+        raise SchemaError(
+            f"bin tokens [{vocab.bin_offset}, {vocab.bin_offset + vocab.num_bins}) do not fit a "
+            f"model with {vocab_size} logits"
+        )
+    editable = np.asarray(scaffold.is_editable)
+    static = np.zeros((len(scaffold), vocab_size), dtype=bool)
+    static[np.flatnonzero(~editable), scaffold.token_ids[~editable]] = True
+    static[np.ix_(np.flatnonzero(editable), vocab.bin_ids)] = True
+    return AnswerConstraints(static, ())

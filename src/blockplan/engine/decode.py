@@ -19,6 +19,7 @@ from blockplan.engine.constraints import AnswerConstraints
 from blockplan.engine.device import synchronize
 from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.picking import SamplingPicker, rollout_streams
+from blockplan.engine.pipelined import PipelineOptions, decode_pipelined
 from blockplan.engine.strategies import (
     decode_ar,
     decode_full_diffusion,
@@ -40,6 +41,7 @@ class DecodeOptions:
     temperature: float = 0.5
     seed: int = 0
     stream_salt: int = 0  # mixed into the rollout streams (the planner: observation stamp)
+    pipeline: PipelineOptions | None = None  # pipelined: thresholds (None: the defaults)
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -57,17 +59,26 @@ class DecodeOptions:
             num_rollouts=config.rollouts.num_rollouts if strategy == "rollouts" else 1,
             temperature=config.rollouts.temperature,
             seed=config.rollouts.seed,
+            pipeline=PipelineOptions(
+                confidence_threshold=config.decoding.confidence_threshold,
+                add_threshold=config.pipeline.add_threshold,
+                activate_threshold=config.pipeline.activate_threshold,
+                semi_confidence=config.pipeline.semi_confidence,
+                commit_divisor=config.pipeline.commit_divisor,
+            ),
         )
 
 
 @dataclass(frozen=True)
 class DecodeResult:
-    """tokens: (N, A) answer ids (N rollouts, else 1). timings_ms: prefill and per section."""
+    """tokens: (N, A) answer ids (N rollouts, else 1). timings_ms: prefill and per section.
+    active_blocks: pipelined, the blocks denoised by each forward."""
 
     tokens: np.ndarray
     num_forwards: int
     num_spec_steps: int
     timings_ms: dict[str, float]
+    active_blocks: tuple[int, ...] = ()
 
 
 def cached_strategy(options: DecodeOptions) -> Callable[[DecodeContext, AnswerState], None]:
@@ -88,6 +99,9 @@ def cached_strategy(options: DecodeOptions) -> Callable[[DecodeContext, AnswerSt
             decode_rollouts(ctx, state, picker, options.num_rollouts)
 
         return run_rollouts
+    if name == "pipelined":
+        pipeline = options.pipeline or PipelineOptions(options.confidence_threshold)
+        return lambda ctx, state: decode_pipelined(ctx, state, pipeline)
     raise ValueError(f"strategy={name!r}: must be one of {list(STRATEGIES)}")
 
 
@@ -102,6 +116,7 @@ def decode(
     constraints: AnswerConstraints | None = None,
     prefill_with: Callable[[DecodeContext, torch.Tensor, torch.Tensor], AnswerState] | None = None,
     positions: PromptPositions | None = None,
+    cache_attention: str = "causal",
 ) -> DecodeResult:
     """Decode the answer of `scaffold` after the prompt with `options.strategy`.
 
@@ -110,6 +125,8 @@ def decode(
     `prefill_with(ctx, embeds, prompt_mask)` replaces the prompt prefill (the streaming
     prefill, engine/streaming.py); it must commit the P prompt slots to `ctx.cache`.
     `positions`: the prompt's rotary positions when they are not 0..P-1 (multimodal RoPE).
+    `cache_attention`: how the diffusion strategies write a finished block's K/V, "causal" or
+    "block" (`PlannerModelConfig.cache_attention`).
     """
     P, A = embeds.shape[1], len(scaffold)
     if cache is None:
@@ -117,8 +134,17 @@ def decode(
             model.decoder_config, P + A, options.num_rollouts, embeds.dtype, embeds.device
         )
     cache.reset()
+    if cache_attention not in ("causal", "block"):
+        raise ValueError(f"cache_attention={cache_attention!r}: must be 'causal' or 'block'")
     ctx = DecodeContext(
-        model, cache, scaffold, P, (scaffold.mask_id,), constraints, positions=positions
+        model,
+        cache,
+        scaffold,
+        P,
+        (scaffold.mask_id,),
+        constraints,
+        positions=positions,
+        cache_attention=cache_attention,
     )
     t0 = time.perf_counter()
     if options.strategy == "full_diffusion":
@@ -140,4 +166,5 @@ def decode(
         num_forwards=ctx.stats.num_forwards,
         num_spec_steps=ctx.stats.num_spec_steps,
         timings_ms=timings,
+        active_blocks=tuple(ctx.stats.active_blocks),
     )

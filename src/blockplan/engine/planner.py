@@ -18,13 +18,13 @@ import numpy as np
 import torch
 
 from blockplan.config import PlannerConfig
-from blockplan.engine.constraints import build_constraints
 from blockplan.engine.decode import DecodeOptions, DecodeResult, decode
 from blockplan.engine.device import synchronize
+from blockplan.engine.embodiment import answer_format
 from blockplan.engine.frame_cache import VisionFeatureCache
 from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.planner_parts import (
-    DTYPES,
+    TORCH_DTYPES,
     PlannerSetupError,
     device_of,
     folder_parts,
@@ -32,19 +32,12 @@ from blockplan.engine.planner_parts import (
     schema_from,
 )
 from blockplan.engine.streaming import StreamingPrefill, StreamingStats
-from blockplan.engine.synthetic import synthetic_observation
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel
 from blockplan.model.weights import UNVERIFIED
-from blockplan.schema import (
-    DrivingSchema,
-    PromptLayout,
-    Tokenizer,
-    compile_scaffold,
-    parse_answer,
-    render_prompt,
-)
-from blockplan.types import DrivingAnswer, Observation, Plan
+from blockplan.schema import DrivingSchema, PromptLayout, Tokenizer
+from blockplan.schema.action import ActionChunk, ActionSchema
+from blockplan.types import ActionPlan, DrivingAnswer, Observation, Plan, RobotObservation
 
 if TYPE_CHECKING:
     from blockplan.backends import Backend
@@ -55,7 +48,7 @@ if TYPE_CHECKING:
 class DecodedPlan:
     """A plan with what produced it (the bench reads the tokens and counters)."""
 
-    plan: Plan
+    plan: Plan | ActionPlan
     result: DecodeResult
     layout: PromptLayout
 
@@ -68,7 +61,7 @@ class Planner:
         model: PlannerModel | QwenPlannerModel,
         tokenizer: Tokenizer,
         config: PlannerConfig,
-        schema: DrivingSchema | None = None,
+        schema: DrivingSchema | ActionSchema | None = None,
         backend: Backend | None = None,
         folder: Path | None = None,
         weights: str | None = None,
@@ -104,15 +97,21 @@ class Planner:
             )
         self.config = config
         self.weights = weights or ("random-init" if folder is None else UNVERIFIED)
-        self.dtype = DTYPES[config.model.dtype]
+        self.dtype = TORCH_DTYPES[config.model.dtype]
         self.device = device_of(config)
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
         self.tokenizer = tokenizer
-        self.schema = schema or schema_from(mc.schema)
-        self.scaffold = compile_scaffold(self.schema, tokenizer, mc.block_size)
-        self.constraints = build_constraints(
-            self.scaffold, self.schema, tokenizer, mc.decoder.vocab_size
-        )
+        # The embodiment's answer format (engine/embodiment.py): scaffold, prompt, parser.
+        embodiment = getattr(mc, "embodiment", "vehicle")
+        if config.model.embodiment != embodiment:
+            raise PlannerSetupError(
+                f"model.embodiment={config.model.embodiment!r}: the model is a {embodiment} model"
+            )
+        self.schema = schema or schema_from(mc.schema, embodiment)
+        self.format = answer_format(self.schema)
+        self.scaffold = self.format.scaffold(tokenizer, mc.block_size)
+        self.constraints = self.format.constraints(self.scaffold, tokenizer, mc.decoder.vocab_size)
+        self.cache_attention = getattr(mc, "cache_attention", "causal")
         template = self.render(None)
         self.prompt_len = len(template)
         # None for our models (positions 0..P-1); Qwen2.5-VL: multimodal RoPE positions
@@ -186,24 +185,16 @@ class Planner:
 
     # ---- planning --------------------------------------------------------------------------
 
-    def render(self, observation: Observation | None) -> PromptLayout:
-        mc = self.model.config
-        return render_prompt(
-            observation,
-            self.tokenizer,
-            self.schema,
-            mc.camera_names,
-            mc.num_frames,
-            mc.tokens_per_image,
-        )
+    def render(self, observation: Observation | RobotObservation | None) -> PromptLayout:
+        return self.format.render(observation, self.tokenizer, self.model.config)
 
-    def plan(self, observation: Observation) -> Plan:
+    def plan(self, observation: Observation | RobotObservation) -> Plan | ActionPlan:
         """Plan with the configured strategy (`decoding.strategy`, `rollouts.*`)."""
         return self.decode(observation).plan
 
     @torch.no_grad()
     def embed(
-        self, observation: Observation, timings: dict[str, float]
+        self, observation: Observation | RobotObservation, timings: dict[str, float]
     ) -> tuple[torch.Tensor, PromptLayout]:
         """The prompt embeddings (1, P, W) of `observation` and its rendered prompt: the frames
         go through the vision tower (only new frames when the vision cache is on) and are
@@ -225,7 +216,9 @@ class Planner:
         return embeds, layout
 
     @torch.no_grad()
-    def decode(self, observation: Observation, strategy: str | None = None) -> DecodedPlan:
+    def decode(
+        self, observation: Observation | RobotObservation, strategy: str | None = None
+    ) -> DecodedPlan:
         """Plan with `strategy` (default: the configured one); also return the raw result."""
         options = DecodeOptions.from_config(self.config, strategy)
         options = dataclasses.replace(options, stream_salt=observation.stamp_ns)
@@ -242,19 +235,14 @@ class Planner:
             constraints=self.constraints,
             prefill_with=self.streamer.bind(observation.frames) if self.streamer else None,
             positions=self.positions,
+            cache_attention=self.cache_attention,
         )
         timings.update(result.timings_ms)
         t3 = time.perf_counter()
         answers = [self.parse(row) for row in result.tokens]
-        rollouts = np.stack([a.waypoints for a in answers])  # (N, 5, 2)
         timings["post"] = (time.perf_counter() - t3) * 1e3
-        plan = Plan(
-            stamp_ns=observation.stamp_ns,
-            answer=answers[0],
-            rollouts=rollouts,
-            timings_ms=timings,
-            num_forwards=result.num_forwards,
-        )
+        # vehicle: a Plan with (N, 5, 2) rollouts; robot: an ActionPlan with (N, H, D) chunks
+        plan = self.format.make_plan(observation.stamp_ns, answers, timings, result.num_forwards)
         return DecodedPlan(plan, result, layout)
 
     def warmup(self, num_plans: int = 1) -> None:
@@ -262,11 +250,11 @@ class Planner:
         paid before the first real observation. (The ROS node warms up with
         `runtime.model.warm_up` instead: black frames, then `reset_stream`.)"""
         for i in range(num_plans):
-            self.plan(synthetic_observation(self.config, seed=i, schema=self.schema))
+            self.plan(self.format.synthetic(self.config, seed=i))
 
-    def parse(self, tokens: np.ndarray) -> DrivingAnswer:
+    def parse(self, tokens: np.ndarray) -> DrivingAnswer | ActionChunk:
         """Strictly parse one answer row; raises `ScaffoldParseError`."""
-        return parse_answer(tokens, self.scaffold, self.tokenizer, self.schema)
+        return self.format.parse(tokens, self.scaffold, self.tokenizer)
 
     def reset_stream(self, clear_stats: bool = False) -> None:
         """Forget the streamed frames and cached features: the next plan is a full prefill
@@ -293,7 +281,7 @@ class Planner:
             "prefill": None if self.streamer is None else self.streamer.stats.as_dict(),
         }
 
-    def images(self, observation: Observation) -> torch.Tensor:
+    def images(self, observation: Observation | RobotObservation) -> torch.Tensor:
         """(K*T, 3, H, W) model-ready images from the view-major frames of `observation`."""
         self.check_frames(observation)
         out = []
@@ -302,7 +290,7 @@ class Planner:
             out.append(self.model.visual.preprocess(image))
         return torch.cat(out).to(self.device, self.dtype)  # (K*T, 3, H, W)
 
-    def check_frames(self, observation: Observation) -> None:
+    def check_frames(self, observation: Observation | RobotObservation) -> None:
         """Raise unless `observation.frames` are the model's K cameras x T frames in
         view-major order."""
         mc = self.model.config

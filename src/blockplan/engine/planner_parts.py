@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from blockplan.config import PlannerConfig
+from blockplan.config import DTYPES, PlannerConfig
 from blockplan.engine.device import DeviceError, resolve_device
 from blockplan.errors import UserError
 from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
-from blockplan.model.presets import preset_config
+from blockplan.model.presets import preset_config, robot_preset_config, robot_preset_names
 from blockplan.model.weights import load_pretrained, verify_folder
 from blockplan.schema import (
     DrivingSchema,
@@ -25,17 +25,14 @@ from blockplan.schema import (
     default_tokenizer,
     load_tokenizer,
 )
+from blockplan.schema.action import ActionSchema, action_schema_from_dict, action_schema_to_dict
 
 if TYPE_CHECKING:
     from blockplan.model.qwen2_5_vl.planner_model import QwenPlannerModel
 
 TOKENIZER_NAME = "tokenizer.json"
-DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+# The torch dtype of each `model.dtype` the configuration accepts (config.DTYPES).
+TORCH_DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPES}
 
 
 class PlannerSetupError(UserError, ValueError):
@@ -49,7 +46,7 @@ class PlannerParts:
     model: PlannerModel | QwenPlannerModel
     tokenizer: Tokenizer
     config: PlannerConfig
-    schema: DrivingSchema | None = None
+    schema: DrivingSchema | ActionSchema | None = None
     folder: Path | None = None
     weights: str = "random-init"  # or what `verify_folder` found: sha256-verified, unverified
 
@@ -62,8 +59,11 @@ def device_of(config: PlannerConfig) -> torch.device:
         raise PlannerSetupError(str(e)) from e
 
 
-def schema_from(settings: dict) -> DrivingSchema:
-    """The schema a model config records (`PlannerModelConfig.schema`), or the default."""
+def schema_from(settings: dict, embodiment: str = "vehicle") -> DrivingSchema | ActionSchema:
+    """The schema a model config records (`PlannerModelConfig.schema`), or the default: a
+    driving schema, or for a robot model an action schema."""
+    if embodiment == "robot":
+        return action_schema_from_dict(settings)
     if not settings:
         return default_schema()
     return DrivingSchema(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
@@ -125,12 +125,14 @@ def random_parts(
         if adjust is not None:
             raise PlannerSetupError(f"preset {preset!r}: a Qwen2.5-VL preset takes no adjust")
         config = config or fastddrive_config()
-        dtype = DTYPES[config.model.dtype]
+        dtype = TORCH_DTYPES[config.model.dtype]
         device = device_of(config)  # drawn there: 3.75 B values take ~100 s on a CPU core
         model, tokenizer, schema = qwen_random_parts(
             preset, config, dtype, seed, num_layers, device
         )
         return PlannerParts(model, tokenizer, config, schema)
+    if preset in robot_preset_names():
+        return _robot_random_parts(preset, config, seed, num_layers, adjust)
     config = config or PlannerConfig()
     tokenizer = default_tokenizer()
     schema = default_schema()
@@ -140,6 +142,38 @@ def random_parts(
         config.camera_names,
         config.frame_window.num_frames,
         schema=schema,
+    )
+    if num_layers is not None:
+        decoder = dataclasses.replace(model_config.decoder, num_hidden_layers=num_layers)
+        model_config = dataclasses.replace(model_config, decoder=decoder)
+    if adjust is not None:
+        model_config = adjust(model_config)
+    torch.manual_seed(seed)
+    return PlannerParts(PlannerModel(model_config), tokenizer, config, schema)
+
+
+def _robot_random_parts(
+    preset: str,
+    config: PlannerConfig | None,
+    seed: int,
+    num_layers: int | None,
+    adjust: Callable[[PlannerModelConfig], PlannerModelConfig] | None,
+) -> PlannerParts:
+    """A `robot-*` preset: the default action schema (8 steps x 7 dimensions, 256 bins in
+    [-1, 1]) with its bins after the default tokenizer's vocabulary, block size 7, and
+    (without `config`) the robot cameras, one frame each."""
+    from blockplan.engine.embodiment import robot_config
+
+    config = config or robot_config()
+    tokenizer = default_tokenizer()
+    schema = ActionSchema(bin_token_offset=tokenizer.vocab_size)
+    model_config = robot_preset_config(
+        preset,
+        schema.vocab_size(tokenizer),
+        config.camera_names,
+        config.frame_window.num_frames,
+        block_size=schema.action_dim,
+        schema=action_schema_to_dict(schema),
     )
     if num_layers is not None:
         decoder = dataclasses.replace(model_config.decoder, num_hidden_layers=num_layers)

@@ -24,12 +24,22 @@ from blockplan.engine.block_loop import (
     Propose,
     WindowEnd,
     block_end_at,
+    causal_close,
     decode_span,
+    draft_close,
 )
 from blockplan.engine.picking import GreedyPicker, Picker, SamplingPicker
 from blockplan.model.masks import block_causal_mask
+from blockplan.schema.layout import Scaffold, Section
 
 ROLLOUT_SECTION = "trajectory"
+
+
+def rollout_section(scaffold: Scaffold) -> Section:
+    """Where rollouts fork: the trajectory, or the last section of another answer (a robot's
+    action chunk)."""
+    names = [s.name for s in scaffold.sections]
+    return scaffold.section(ROLLOUT_SECTION if ROLLOUT_SECTION in names else names[-1])
 
 
 def prefill(ctx: DecodeContext, embeds: torch.Tensor, mask: torch.Tensor) -> AnswerState:
@@ -109,10 +119,16 @@ def denoise_proposal(threshold: float) -> Propose:
 
 
 def commit_confident(
-    ctx: DecodeContext, state: AnswerState, start: int, logits: torch.Tensor, threshold: float
+    ctx: DecodeContext,
+    state: AnswerState,
+    start: int,
+    logits: torch.Tensor,
+    threshold: float,
+    minimum: int = 1,
 ) -> None:
     """Commit the argmax at every unknown position of [start, start + n) whose confidence
-    (max probability) exceeds `threshold`, and at least the most confident one per row.
+    (max probability) exceeds `threshold`, and at least the `minimum` most confident ones per
+    row (the pipelined strategy's semi-activated blocks: 0).
 
     logits (B, n, V) predict positions start.. directly (already token-shifted). Only
     positions the constraints make eligible compete, under their allowed sets.
@@ -134,7 +150,12 @@ def commit_confident(
     conf = torch.where(eligible, conf, torch.full_like(conf, -1.0))
     chosen = conf > threshold
     rows = eligible.any(dim=-1).nonzero().flatten()
-    chosen[rows, conf[rows].argmax(dim=-1)] = True
+    if minimum == 1:
+        chosen[rows, conf[rows].argmax(dim=-1)] = True
+    elif minimum > 1:
+        for b in rows.tolist():
+            k = min(minimum, int(eligible[b].sum()))
+            chosen[b, conf[b].topk(k).indices] = True
     chosen &= eligible
     window = state.tokens[:, start : start + n]
     window.copy_(torch.where(chosen, best, window))
@@ -157,15 +178,18 @@ def decode_scaffold_spec(
 
 def decode_section_diffusion(ctx: DecodeContext, state: AnswerState, threshold: float) -> None:
     propose = denoise_proposal(threshold)
-    decode_span(ctx, state, len(ctx.scaffold), block_window(ctx), propose, GreedyPicker())
+    close = draft_close if ctx.cache_attention == "block" else causal_close
+    A = len(ctx.scaffold)
+    decode_span(ctx, state, A, block_window(ctx), propose, GreedyPicker(), close)
 
 
 def decode_rollouts(
     ctx: DecodeContext, state: AnswerState, picker: SamplingPicker, num_rollouts: int
 ) -> None:
     """Greedy scaffold spec up to the trajectory, then fork the cache into N rows and decode
-    the trajectory of all N in one batch, sampling in the verify step only."""
-    fork_at = ctx.scaffold.section(ROLLOUT_SECTION).start
+    the trajectory of all N in one batch, sampling in the verify step only. (The rollouts
+    fork at the answer's last section: the trajectory; a robot's chunk, its only section.)"""
+    fork_at = rollout_section(ctx.scaffold).start
     decode_scaffold_spec(ctx, state, GreedyPicker(), stop=fork_at)
     ctx.cache.fork(num_rollouts)
     state.fork(num_rollouts)

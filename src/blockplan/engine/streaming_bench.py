@@ -16,7 +16,6 @@ incremental prefill), the other recomputes every tick (`"off"`). Each tick of
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -35,9 +34,7 @@ from blockplan.types import Observation
 
 
 def with_streaming(config: PlannerConfig, mode: str) -> PlannerConfig:
-    return dataclasses.replace(
-        config, frame_window=dataclasses.replace(config.frame_window, streaming=mode)
-    )
+    return config.with_params({"frame_window.streaming": mode})
 
 
 def twin_planners(planner: Planner) -> tuple[Planner, Planner]:

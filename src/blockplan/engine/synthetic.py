@@ -6,7 +6,15 @@ import numpy as np
 
 from blockplan.config import PlannerConfig
 from blockplan.schema import DrivingSchema
-from blockplan.types import NS_PER_S, CameraFrame, EgoState, Observation, seconds_to_ns
+from blockplan.schema.action import ActionSchema
+from blockplan.types import (
+    NS_PER_S,
+    CameraFrame,
+    EgoState,
+    Observation,
+    RobotObservation,
+    seconds_to_ns,
+)
 
 
 def straight_history(
@@ -50,3 +58,50 @@ def synthetic_observation(
     speed = float(rng.uniform(2.0, 15.0))
     cams = tuple(CameraFrame(n, stamp, im) for n, im in zip(names, frames, strict=True))
     return Observation(stamp, cams, straight_history(stamp, speed, schema))
+
+
+SYNTHETIC_INSTRUCTIONS = (
+    "pick up the red block and place it in the tray",
+    "open the top drawer",
+    "push the button",
+    "put the cup on the plate",
+)
+
+
+def synthetic_robot_observation(
+    config: PlannerConfig,
+    seed: int,
+    schema: ActionSchema | None = None,
+    size: tuple[int, int] = (64, 64),
+) -> RobotObservation:
+    """Random camera images of `size` (H, W) — a table below a wall, a random box, noise —
+    for every configured camera and frame (view-major), a proprioceptive state uniform in the
+    schema's ranges and one of a few instructions."""
+    schema = schema or ActionSchema()
+    rng = np.random.default_rng(seed)
+    H, W = size
+    rows = np.linspace(0, 1, H)[:, None, None]
+    stamp = 100 * NS_PER_S
+    frames = []
+    for name in config.camera_names:
+        base = rng.uniform(40, 200, 3)
+        for t in range(config.frame_window.num_frames):
+            image = (rows < 0.4) * rng.uniform(150, 230, 3) + (rows >= 0.4) * base
+            image = image + rng.normal(0, 10 + 2 * t, (H, W, 3))
+            y, x = rng.integers(0, H // 2), rng.integers(0, W // 2)
+            image[y : y + H // 4, x : x + W // 4] = rng.uniform(0, 255, 3)
+            frames.append(CameraFrame(name, stamp, np.clip(image, 0, 255).astype(np.uint8)))
+    low, high = np.asarray(schema.proprio_low), np.asarray(schema.proprio_high)
+    proprio = rng.uniform(low, high) if schema.proprio_dim else np.zeros(0)
+    instruction = SYNTHETIC_INSTRUCTIONS[int(rng.integers(len(SYNTHETIC_INSTRUCTIONS)))]
+    return RobotObservation(stamp, tuple(frames), proprio, instruction)
+
+
+def synthetic_input(
+    config: PlannerConfig, seed: int, schema: DrivingSchema | ActionSchema | None = None
+) -> Observation | RobotObservation:
+    """`synthetic_observation` for a driving schema, `synthetic_robot_observation` for an
+    action schema: what a planner of that schema takes."""
+    if isinstance(schema, ActionSchema):
+        return synthetic_robot_observation(config, seed, schema)
+    return synthetic_observation(config, seed, schema=schema)

@@ -9,6 +9,10 @@ committed slots followed by the S new tokens, so L = past + S.
 * block-causal:  the answer is cut into blocks; inside a block attention is bidirectional,
                  across blocks causal, so a finished block's K/V never change
                  (docs/ALGORITHMS.md §1).
+* pipeline:      a window of consecutive answer blocks after the cache: each block sees the
+                 cached prefix, the earlier blocks of the window and all of itself (the
+                 pipelined decoding of docs/ALGORITHMS.md §8); a block marked token-causal
+                 sees the window only up to each of its tokens.
 * frame-local:   in the prompt, a camera frame's visual tokens see the prompt header and
                  their own frame only; text tokens see everything before them
                  (docs/ALGORITHMS.md §6).
@@ -92,5 +96,33 @@ def block_causal_mask(prefix_mask: torch.Tensor, blocks: Sequence[tuple[int, int
         if start != expected or end <= start:
             raise ValueError(f"block_causal_mask: blocks must tile the answer, got {(start, end)}")
         mask[P + start : P + end, P : P + end] = True
+        expected = end
+    return mask
+
+
+def pipeline_mask(
+    num_past: int,
+    spans: Sequence[tuple[int, int]],
+    token_causal: Sequence[bool],
+    device: torch.device | None = None,
+) -> torch.Tensor:
+    """(W, past + W) mask of a window cut into blocks `spans` [start, end) relative to the
+    window start, tiling [0, W) in order. The rows of block j see the whole cached prefix,
+    every earlier block of the window and all of block j; where `token_causal[j]`, they see
+    the window only up to themselves instead (causal_mask's rows). One block, not
+    token-causal, is `draft_mask`; one token-causal block is `causal_mask`."""
+    W = spans[-1][1] if spans else 0
+    mask = torch.zeros(W, num_past + W, dtype=torch.bool, device=device)
+    mask[:, :num_past] = True
+    expected = 0
+    for (start, end), is_causal in zip(spans, token_causal, strict=True):
+        if start != expected or end <= start:
+            raise ValueError(f"pipeline_mask: blocks must tile the window, got {(start, end)}")
+        if is_causal:
+            rows = torch.arange(start, end, device=device)[:, None]
+            cols = torch.arange(W, device=device)[None, :]
+            mask[start:end, num_past:] = cols <= rows
+        else:
+            mask[start:end, num_past : num_past + end] = True
         expected = end
     return mask

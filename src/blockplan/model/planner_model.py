@@ -33,6 +33,9 @@ VISUAL_PREFIX = "visual."
 # inputs do not depend on the slot, and within-frame attention depends only on within-frame
 # distances (RoPE). Streaming the window (engine/streaming.py) is then exactly lossless.
 VISUAL_ATTENTION = ("frame_and_header", "frame_only")
+# What the model drives (docs/DESIGN.md §1): `vehicle` (the driving schema, trained with the
+# two-stream SASD recipe) or `robot` (action chunks, trained with diffusion forcing).
+EMBODIMENTS = ("vehicle", "robot")
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,13 @@ class PlannerModelConfig:
     # The spacing of the frames the model was trained with (s; the data set's frame period).
     # None: not recorded (folders written before it was); the runtime then trusts its config.
     frame_period_s: float | None = None
+    embodiment: str = "vehicle"  # one of EMBODIMENTS; `schema` is then an action schema
 
     def __post_init__(self) -> None:
+        if self.embodiment not in EMBODIMENTS:
+            raise ModelConfigError(
+                f"embodiment={self.embodiment!r}: must be one of {list(EMBODIMENTS)}"
+            )
         if self.frame_period_s is not None and not (
             isinstance(self.frame_period_s, (int, float)) and self.frame_period_s > 0
         ):
@@ -75,11 +83,20 @@ class PlannerModelConfig:
         return self.vision.tokens_per_image
 
     @property
+    def cache_attention(self) -> str:
+        """How the K/V of a finished block were computed in training, hence how the engine
+        commits them: `causal` (token-causal, the clean AR stream of SASD; vehicle) or
+        `block` (bidirectional inside the block, diffusion forcing; robot)."""
+        return "block" if self.embodiment == "robot" else "causal"
+
+    @property
     def streams_exactly(self) -> bool:
         """Whether a frame's cached K/V stay exact when the frame moves to another slot."""
         return self.visual_attention == "frame_only" and not self.frame_slot_embedding
 
     def to_dict(self) -> dict[str, Any]:
+        # Vehicle folders stay as they were: the key is written for robots only.
+        extra = {} if self.embodiment == "vehicle" else {"embodiment": self.embodiment}
         return {
             "model_type": MODEL_TYPE,
             "text_config": self.decoder.to_dict(),
@@ -91,6 +108,7 @@ class PlannerModelConfig:
             "schema": self.schema,
             "visual_attention": self.visual_attention,
             "frame_slot_embedding": self.frame_slot_embedding,
+            **extra,
         } | ({} if self.frame_period_s is None else {"frame_period_s": self.frame_period_s})
 
     @classmethod
@@ -107,6 +125,7 @@ class PlannerModelConfig:
                 visual_attention=str(d.get("visual_attention", "frame_and_header")),
                 frame_slot_embedding=d.get("frame_slot_embedding", True),
                 frame_period_s=d.get("frame_period_s"),
+                embodiment=str(d.get("embodiment", "vehicle")),
             )
         except KeyError as e:
             raise ModelConfigError(f"config.json lacks {e.args[0]!r}") from e

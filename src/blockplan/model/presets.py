@@ -81,3 +81,45 @@ def preset_config(
 def schema_to_dict(schema: Any) -> dict[str, Any]:
     """A DrivingSchema as JSON-able settings (tuples become lists)."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(schema).items()}
+
+
+# "robot-<size>" (e.g. `robot-tiny`): the same decoder sizes for the robot embodiment, with
+# square camera images (a fixed view and a wrist camera, docs/SCHEMA.md "The action schema").
+ROBOT_PREFIX = "robot-"
+ROBOT_VISION_PRESETS: dict[str, VisionConfig] = {
+    "tiny": VisionConfig(image_height=64, image_width=64, channels=(16, 32, 64), grid=(4, 4)),
+    "test": VisionConfig(image_height=16, image_width=16, channels=(4, 8), grid=(2, 2)),
+}
+
+
+def robot_preset_names() -> list[str]:
+    """Every preset name `robot_preset_config` accepts."""
+    return sorted(ROBOT_PREFIX + name for name in PRESETS)
+
+
+def robot_preset_config(
+    preset: str,
+    vocab_size: int,
+    camera_names: tuple[str, ...],
+    num_frames: int,
+    block_size: int,
+    schema: dict[str, Any],
+    max_position_embeddings: int = 4096,
+) -> PlannerModelConfig:
+    """A robot `PlannerModelConfig` of a named size; `schema` is the action schema as a dict
+    (`action_schema_to_dict`) and `vocab_size` covers the tokenizer and the bin tokens."""
+    if preset not in robot_preset_names():
+        raise ModelConfigError(f"preset={preset!r}: must be one of {robot_preset_names()}")
+    size = preset.removeprefix(ROBOT_PREFIX)
+    decoder = DecoderConfig(
+        vocab_size=vocab_size, max_position_embeddings=max_position_embeddings, **PRESETS[size]
+    )
+    return PlannerModelConfig(
+        decoder=decoder,
+        vision=ROBOT_VISION_PRESETS[size],
+        camera_names=tuple(camera_names),
+        num_frames=num_frames,
+        block_size=block_size,
+        schema=dict(schema),
+        embodiment="robot",
+    )

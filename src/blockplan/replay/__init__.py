@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from blockplan.replay.plots import summary_plots
 from blockplan.replay.report import write_atomic, write_report
 from blockplan.replay.topics import ReplayInputError, ReplayOutputError
 from blockplan.runtime import Planner
+from blockplan.runtime.plans import PlanWindow
 
 __all__ = [
     "ReplayInputError",
@@ -60,14 +61,25 @@ def run_replay(
     rate_hz: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     extra_metrics: dict[str, Any] | None = None,
+    request_windows: Sequence[PlanWindow] | None = None,
 ) -> ReplayOutputs:
     """Replay `bag` and write plans.mcap, metrics.json, report.html and the PNG plots.
 
     Ctrl-C during the replay writes them for the ticks done (metrics.json and the report say
-    `interrupted`) and then raises `ReplayInterrupted` carrying these outputs."""
+    `interrupted`) and then raises `ReplayInterrupted` carrying these outputs.
+    `request_windows`: follow a live run's requests (`blockplan.replay.requests`)."""
     out_dir = Path(out_dir)
     try:
-        result = replay_bag(bag, out_dir, planner, config, timing, rate_hz, progress=progress)
+        result = replay_bag(
+            bag,
+            out_dir,
+            planner,
+            config,
+            timing,
+            rate_hz,
+            progress=progress,
+            request_windows=request_windows,
+        )
     except ReplayInterrupted as stop:
         outputs = _write_outputs(stop.result, out_dir, config, extra_metrics)
         raise ReplayInterrupted(stop.result, outputs) from None

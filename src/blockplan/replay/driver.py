@@ -12,11 +12,10 @@ alone shows everything in RViz or Foxglove.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from blockplan.replay.topics import InputTopics, ReplayOutputError, resolve_topi
 from blockplan.replay.truth import GroundTruthPaths, RecordedPath
 from blockplan.runtime import Planner, PlannerRuntime, RuntimeLimits, TickOutput, VirtualClock
 from blockplan.runtime.model import weights_of
+from blockplan.runtime.plans import PlanWindow
 from blockplan.sim.topics import GT_PATH_TOPIC
 from blockplan.types import EgoState, seconds_to_ns
 
@@ -240,6 +240,17 @@ class _Replayer:
             self.runtime.on_route_command(str(msg.data))
 
 
+def _followed(windows: Sequence[PlanWindow], runtime: PlannerRuntime) -> dict[str, Any]:
+    missed = runtime.pending_request_stamps
+    given = len({w.stamp_ns for w in windows})
+    return {
+        "given": given,
+        "requested": given - len(missed),
+        # the bag never reached that stamp, lacked one of its frames, or the worker was busy
+        "not_requested_ns": missed,
+    }
+
+
 def replay_bag(
     bag: str | Path,
     out_dir: str | Path,
@@ -249,17 +260,17 @@ def replay_bag(
     rate_hz: float | None = None,
     limits: RuntimeLimits | None = None,
     progress: Callable[[int, int], None] | None = None,
+    request_windows: Sequence[PlanWindow] | None = None,
 ) -> ReplayResult:
     """Replay `bag` into `out_dir/plans.mcap`; return the metrics and the replay log.
     `progress(done, total)` is called as input messages are consumed. Ctrl-C (a
     KeyboardInterrupt) stops the replay between messages: the bag is closed and
-    `ReplayInterrupted` carries the result of the ticks done (`"interrupted": true`)."""
-    control = dataclasses.replace(
-        config.control,
-        timing=timing,
-        rate_hz=config.control.rate_hz if rate_hz is None else rate_hz,
-    )  # validated: a rate of 0 is an error, not the default
-    config = dataclasses.replace(config, control=control)
+    `ReplayInterrupted` carries the result of the ticks done (`"interrupted": true`).
+    `request_windows`: plan only these windows (a live run's requests,
+    `blockplan.replay.requests`)."""
+    rate_hz = config.control.rate_hz if rate_hz is None else rate_hz
+    # validated: a rate of 0 is an error, not the default
+    config = config.with_params({"control.timing": timing, "control.rate_hz": rate_hz})
     out_dir = Path(out_dir)
     plans_bag = prepare_output_dir(out_dir)
     limits = limits or RuntimeLimits()
@@ -284,7 +295,9 @@ def replay_bag(
         copied = tuple(t for t in reader.topics if t.startswith(GROUND_TRUTH_PREFIX))
         total = sum(reader.topics[t].num_messages for t in topics.all + copied)
         clock = VirtualClock()
-        runtime = PlannerRuntime(config, planner, clock, timing, limits)
+        runtime = PlannerRuntime(
+            config, planner, clock, timing, limits, request_windows=request_windows
+        )
         try:
             with BagWriter(plans_bag, typestore=reader.typestore) as writer:
                 publisher = OutputPublisher(writer, config)
@@ -316,7 +329,7 @@ def replay_bag(
         runtime_metrics,
         replayer.log,
         timing=timing,
-        rate_hz=control.rate_hz,
+        rate_hz=config.control.rate_hz,
         bag=str(bag),
         camera_topics=sorted(topics.cameras),
         missing_camera_topics=list(topics.missing_cameras),
@@ -327,6 +340,7 @@ def replay_bag(
             planner_streaming() if planner_streaming is not None else None,
         ),
         weights=weights_of(planner),
+        **({} if request_windows is None else {"requests": _followed(request_windows, runtime)}),
     )
     if not metrics["ticks"]:
         metrics["no_ticks"] = replayer.why_no_ticks()

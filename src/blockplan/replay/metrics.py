@@ -1,6 +1,7 @@
 """metrics.json of a replay: the runtime's counters and latencies, and open-loop displacement
-errors of every plan against the recorded future path (WOD-E2E ADE@3s/5s; L2 at 1/2/3 s in
-the UniAD convention, the error of the point at t)."""
+errors of every plan against the recorded future path (WOD-E2E ADE@3s/5s of the plan's JMT
+interpolation; L2 at 1/2/3 s in the UniAD convention, the error of the point at t; and
+`published_ade_3s/5s` of the path sent to control, the jerk-minimizing fit)."""
 
 from __future__ import annotations
 
@@ -32,12 +33,14 @@ def displacement_metrics(log: ReplayLog) -> dict[str, Any]:
     rows = []
     unscored: Counter[str] = Counter()
     for plan in log.plans:
-        pred = on_protocol_grid(plan.t, plan.xy)
+        xy = plan.xy if plan.protocol_xy is None else plan.protocol_xy
+        pred = on_protocol_grid(plan.t, xy)
         if plan.truth is None:
             unscored[plan.unscored or "no recorded future"] += 1
             continue
         gt = on_protocol_grid(plan.t, plan.truth)
-        if pred is None or gt is None:
+        published = on_protocol_grid(plan.t, plan.xy)
+        if pred is None or gt is None or published is None:
             unscored["the plan does not cover the 0.25 … 5 s protocol grid"] += 1
             continue
         rows.append(
@@ -47,12 +50,14 @@ def displacement_metrics(log: ReplayLog) -> dict[str, Any]:
                 traj_metrics.l2_at_uniad(pred, gt, 1.0),
                 traj_metrics.l2_at_uniad(pred, gt, 2.0),
                 traj_metrics.l2_at_uniad(pred, gt, 3.0),
+                traj_metrics.ade_3s(published, gt),
+                traj_metrics.ade_5s(published, gt),
             ]
         )
     if not rows:
         return {"evaluated_plans": 0, "unscored_plans": dict(unscored)}
     mean = np.mean(np.array(rows), axis=0)
-    names = ("ade_3s", "ade_5s", "l2_1s", "l2_2s", "l2_3s")
+    names = ("ade_3s", "ade_5s", "l2_1s", "l2_2s", "l2_3s", "published_ade_3s", "published_ade_5s")
     return {
         **{name: round(float(v), 4) for name, v in zip(names, mean, strict=True)},
         "evaluated_plans": len(rows),

@@ -13,8 +13,10 @@ from blockplan.types import CameraFrame
 
 @dataclass(frozen=True)
 class PlanRecord:
-    """A plan in the ego frame at its stamp t0: mean trajectory (P, 2), rollouts (N, P, 2),
-    the recorded future (P, 2) when the bag covers it, and its reasoning record."""
+    """A plan in the ego frame at its stamp t0: the published mean trajectory (P, 2),
+    rollouts (N, P, 2), the recorded future (P, 2) when the bag covers it, its reasoning
+    record, and `protocol_xy` (P, 2): the WOD-E2E interpolation of the same rollouts, what
+    the displacement metrics score (the published path when None)."""
 
     stamp_ns: int
     t: np.ndarray
@@ -26,6 +28,7 @@ class PlanRecord:
     reasoning: dict
     truth: np.ndarray | None
     unscored: str = ""  # why there is no truth (the recording ends, a time jump, ...)
+    protocol_xy: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -82,5 +85,6 @@ class ReplayLog:
                 reasoning=reasoning,
                 truth=truth,
                 unscored=unscored,
+                protocol_xy=accepted.protocol_xy,
             )
         )

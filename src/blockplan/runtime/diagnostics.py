@@ -2,6 +2,9 @@
 
 * `blockplan: control loop` — OK; WARN when the last tick published a fallback; ERROR when
   the last planner call failed. Values: counters and latency percentiles.
+* `blockplan: comfort` — OK while the newest plan keeps to the comfort limits (`comfort.*`);
+  WARN naming the exceeded checks otherwise (the plan is published all the same: only the
+  hard `gates.*` reject). Values: counts and the newest plan's peaks.
 * `blockplan: camera <name>` — OK fresh; WARN stale; ERROR never seen. Value: frame age.
 * `blockplan: odometry` — OK fresh; WARN stale; ERROR none.
 * `blockplan: inputs` — WARN while any input has been rejected since the previous snapshot.
@@ -10,6 +13,8 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from blockplan.runtime.frames import CameraState
 from blockplan.runtime.health import ERROR, OK, WARN, DiagnosticStatusData
@@ -48,6 +53,7 @@ def diagnostic_statuses(
             "inference_overruns",
             "planner_errors",
             "invalid_plans",
+            "uncomfortable_plans",
             "time_jumps",
         )
     }
@@ -56,6 +62,7 @@ def diagnostic_statuses(
             value = latency[which][stat]
             values[f"{which}_{stat}_ms"] = "n/a" if value is None else value
     statuses.append(DiagnosticStatusData("blockplan: control loop", level, message, values=values))
+    statuses.append(_comfort_status(runtime, counts))
 
     if last is not None:
         for cam in last.snapshot.cameras:
@@ -97,3 +104,28 @@ def diagnostic_statuses(
     message = "; ".join(f"{k}: {v}" for k, v in sorted(runtime.last_problem.items())) or "ok"
     statuses.append(DiagnosticStatusData("blockplan: inputs", level, message, values=inputs))
     return statuses
+
+
+def _comfort_status(runtime: PlannerRuntime, counts: dict[str, int]) -> DiagnosticStatusData:
+    newest = runtime.newest
+    values: dict[str, object] = {
+        "plans": counts["plans"],
+        "uncomfortable_plans": counts["uncomfortable_plans"],
+        **{k: v for k, v in sorted(counts.items()) if k.startswith("comfort_")},
+    }
+    if newest is None:
+        return DiagnosticStatusData("blockplan: comfort", OK, "no plan yet", values=values)
+    traj = newest.trajectory
+    speed, accel = np.asarray(traj.speed), np.asarray(traj.accel)
+    lateral = np.abs(speed**2 * np.asarray(traj.curvature))
+    jerk = np.abs(np.diff(accel) / np.diff(traj.t)) if len(accel) > 1 else np.zeros(1)
+    values.update(
+        newest_min_accel=round(float(accel.min()), 3),
+        newest_max_accel=round(float(accel.max()), 3),
+        newest_max_lateral_accel=round(float(lateral.max()), 3),
+        newest_max_abs_jerk=round(float(jerk.max()), 3),
+    )
+    if newest.comfort.ok:
+        return DiagnosticStatusData("blockplan: comfort", OK, "within limits", values=values)
+    message = f"newest plan beyond comfort limits (published): {newest.comfort.summary()}"
+    return DiagnosticStatusData("blockplan: comfort", WARN, message, values=values)

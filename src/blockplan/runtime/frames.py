@@ -234,6 +234,35 @@ class FrameWindow:
                 used.intersection_update(held)
         return shared, new
 
+    def frames_by_stamp(
+        self, frames: tuple[tuple[str, tuple[int, ...]], ...], black: tuple[str, ...] = ()
+    ) -> tuple[CameraFrame, ...] | None:
+        """The buffered frames with these stamps per camera, in the given (view) order; the
+        cameras in `black` get black frames of the first other camera's size. None when a
+        frame is not buffered (any more). Replay rebuilds a live window with this."""
+        with self._lock:
+            held = {c: {f.stamp_ns: f for f in buf.frames} for c, buf in self._buffers.items()}
+        picked: dict[str, list[CameraFrame]] = {}
+        for camera, stamps in frames:
+            if camera not in held:
+                return None
+            if camera in black:
+                continue
+            found = [held[camera].get(s) for s in stamps]
+            if any(f is None for f in found):
+                return None
+            picked[camera] = found  # type: ignore[assignment]
+        if not picked:
+            return None
+        reference = next(iter(picked.values()))[0].image
+        out: list[CameraFrame] = []
+        for camera, stamps in frames:
+            if camera in black:
+                out.extend(CameraFrame(camera, s, np.zeros_like(reference)) for s in stamps)
+            else:
+                out.extend(picked[camera])
+        return tuple(out)
+
     def buffered(self, camera: str) -> int:
         with self._lock:
             return len(self._buffers[camera])

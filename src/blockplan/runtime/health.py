@@ -9,7 +9,9 @@ tick without the planner) and `plan_age` (age of the published plan).
   more than half a period late (the timer could not keep the rate);
 * `inference_overruns`: plans whose inference took longer than one control period;
 * `fallbacks`: ticks that published the fallback; `plans`: plans that passed the gates;
-* `invalid_plans`: plans rejected by the gates; `planner_errors`: planner exceptions;
+* `invalid_plans`: plans rejected by the (hard) validity gates; `planner_errors`: planner
+  exceptions; `uncomfortable_plans`: published plans beyond a comfort limit, with one
+  `comfort_<check>` count per failed check (`comfort_max_abs_jerk`, …);
 * `waits` / `degraded_requests`: ticks where a stale camera held back / degraded a request;
 * `time_jumps`: resets after a stamp or the clock went back; `discarded_results`: plans from
   before a reset (or older than the newest) that were dropped; `unchanged_window_replans`:
@@ -45,6 +47,7 @@ COUNTERS = (
     "inference_overruns",
     "planner_errors",
     "invalid_plans",
+    "uncomfortable_plans",
     "invalid_inputs",
     "requests",
     "degraded_requests",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Iterable
 
 from blockplan.config import PlannerConfig
 from blockplan.runtime.clock import Clock, Stopwatch, default_stopwatch
@@ -29,7 +30,7 @@ from blockplan.runtime.health import DiagnosticStatusData, Health
 from blockplan.runtime.limits import RuntimeLimits
 from blockplan.runtime.output import TickOutput, choose_trajectory
 from blockplan.runtime.planner import HistorySpec, Planner, history_spec
-from blockplan.runtime.plans import AcceptedPlan, plan_trajectory
+from blockplan.runtime.plans import AcceptedPlan, PlanWindow, RejectedPlan, plan_trajectory
 from blockplan.runtime.worker import (
     InferenceRequest,
     InferenceResult,
@@ -54,15 +55,20 @@ class PlannerRuntime:
         timing: str | None = None,
         limits: RuntimeLimits | None = None,
         stopwatch: Stopwatch = default_stopwatch,
+        request_windows: Iterable[PlanWindow] | None = None,
     ) -> None:
         """timing: None runs the planner on a worker thread (live); "ideal" / "measured" run
-        it on a `VirtualWorker` (replay on a virtual clock, docs/DESIGN.md §5)."""
+        it on a `VirtualWorker` (replay on a virtual clock, docs/DESIGN.md §5). request_windows:
+        when given, requests are made only for these windows, once each, with exactly their
+        frames, ego stamps and route command, when the newest frame reaches their stamp
+        (replay following a live run's requests, docs/RUNTIME.md "Live and offline")."""
         self.config = config
         postprocess = functools.partial(
             plan_trajectory,
             output=config.trajectory,
             gates=config.gates,
             max_deviation_m=config.rollouts.max_deviation_m,
+            comfort=config.comfort,
         )
         self.worker: InferenceWorker
         if timing is None:
@@ -83,7 +89,8 @@ class PlannerRuntime:
         # a second of slack for the odometry rate.
         self.history: HistorySpec = history_spec(planner)
         self.ego = EgoHistory(self.limits, self.history.span_s + fw.max_frame_age_s + 1.0)
-        self.fallback = Fallback(config.fallback, config.trajectory, config.gates)
+        # The stop keeps to the comfort jerk where it can (a fallback is not an emergency).
+        self.fallback = Fallback(config.fallback, config.trajectory, config.comfort)
         self.period_ns = seconds_to_ns(1.0 / config.control.rate_hz)
         self.route_command = DEFAULT_ROUTE_COMMAND
         self.epoch = 0
@@ -93,6 +100,10 @@ class PlannerRuntime:
         self._last_tick_ns: int | None = None
         self._events: list[str] = []
         self._num_invalid_reported = 0
+        self._rejected: list[RejectedPlan] = []
+        self._schedule: dict[int, PlanWindow] | None = None
+        if request_windows is not None:
+            self._schedule = {w.stamp_ns: w for w in request_windows}
         # tick() and reset() may run on different executor threads in the live node.
         self._lock = threading.RLock()
 
@@ -194,6 +205,7 @@ class PlannerRuntime:
         self.health.record_latency("tick", tick_ns)
         self._last_tick_ns = now
         events, self._events = tuple(self._events), []
+        rejected, self._rejected = tuple(self._rejected), []
         output = TickOutput(
             now_ns=now,
             trajectory=choice.trajectory,
@@ -206,6 +218,7 @@ class PlannerRuntime:
             is_requested=is_requested,
             tick_ns=tick_ns,
             events=events,
+            rejected_plans=rejected,
         )
         self.last_output = output
         return output
@@ -229,11 +242,22 @@ class PlannerRuntime:
             self.health.record_latency("encode_prefill", int(ms * 1e6))
         if result.latency_ns > self.period_ns:
             self.health.count("inference_overruns")
+        request = result.request
+        window = PlanWindow.of(
+            request.observation, request.requested_ns, request.is_degraded,
+            request.degraded_cameras,
+        )  # fmt: skip
         if result.error_kind == "invalid_plan":
             self.health.count("invalid_plans")
             self.last_problem["plan"] = str(result.error)
             self._events.append(f"invalid plan: {result.error}")
             log.debug("invalid plan: %s", result.error)
+            if result.plan is not None:
+                self._rejected.append(
+                    RejectedPlan(
+                        result.plan, str(result.error), result.latency_ns, result.ready_ns, window
+                    )
+                )
             return None
         if result.plan is None or result.processed is None:
             self.health.count("planner_errors")
@@ -257,10 +281,17 @@ class PlannerRuntime:
             latency_ns=result.latency_ns,
             ready_ns=result.ready_ns,
             is_degraded=result.request.is_degraded,
+            comfort=processed.comfort,
+            protocol_xy=None if processed.protocol is None else processed.protocol.xy,
+            window=window,
         )
         self.newest = accepted
         self.fallback.remember(processed.trajectory, pose)
         self.health.count("plans")
+        if not processed.comfort.ok:  # published all the same: reported, never rejected
+            self.health.count("uncomfortable_plans")
+            for check in processed.comfort.failed_checks:
+                self.health.count(f"comfort_{check}")
         return accepted
 
     def _maybe_request(self, now: int, snapshot: WindowSnapshot) -> tuple[bool, str | None, int]:
@@ -273,8 +304,13 @@ class PlannerRuntime:
             return False, None, 0
         if snapshot.stamp_ns is None:
             return False, None, 0
+        scheduled = None
+        if self._schedule is not None:
+            scheduled = self._schedule.get(snapshot.stamp_ns)
+            if scheduled is None:
+                return False, None, 0
         is_degraded = False
-        if not snapshot.is_complete:
+        if scheduled is None and not snapshot.is_complete:
             bad = ", ".join(snapshot.bad_cameras)
             if policy == "fallback":
                 return False, f"cameras stale or missing: {bad} (policy fallback)", 0
@@ -284,11 +320,20 @@ class PlannerRuntime:
             is_degraded = True
         if not self.worker.is_idle:
             return False, None, 0
-        frames = snapshot.degrade_frames() if is_degraded else snapshot.complete_frames()
+        route, degraded = self.route_command, snapshot.bad_cameras if is_degraded else ()
+        if scheduled is not None:  # the window as the run we follow had it
+            found = self.window.frames_by_stamp(scheduled.frames, scheduled.degraded_cameras)
+            if found is None:  # a frame it used is not in this bag: left unrequested
+                return False, None, 0
+            del self._schedule[snapshot.stamp_ns]  # type: ignore[union-attr]
+            frames, route = found, scheduled.route_command
+            is_degraded, degraded = scheduled.is_degraded, scheduled.degraded_cameras
+        else:
+            frames = snapshot.degrade_frames() if is_degraded else snapshot.complete_frames()
         history = self.ego.history(
             snapshot.stamp_ns, self.history.num_states, seconds_to_ns(self.history.period_s)
         )
-        observation = Observation(snapshot.stamp_ns, frames, history, self.route_command)
+        observation = Observation(snapshot.stamp_ns, frames, history, route)
         self.health.count("requests")
         if is_degraded:
             self.health.count("degraded_requests")
@@ -304,10 +349,15 @@ class PlannerRuntime:
                 "frame_spacing_error", snapshot.spacing_error_ns(self.window.period_ns)
             )
         start = self.stopwatch()
-        self.worker.submit(InferenceRequest(observation, now, self.epoch, is_degraded))
+        self.worker.submit(InferenceRequest(observation, now, self.epoch, is_degraded, degraded))
         return True, None, self.stopwatch() - start
 
     # ---------------------------------------------------------------- reporting
+
+    @property
+    def pending_request_stamps(self) -> list[int]:
+        """With `request_windows`: the stamps of those not requested yet (sorted)."""
+        return sorted(self._schedule or ())
 
     def diagnostics(self) -> list[DiagnosticStatusData]:
         """The diagnostics snapshot; `blockplan: inputs` warns about rejections since the

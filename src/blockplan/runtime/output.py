@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from blockplan.config import PlannerConfig
 from blockplan.runtime.frames import WindowSnapshot
-from blockplan.runtime.plans import AcceptedPlan
+from blockplan.runtime.plans import AcceptedPlan, RejectedPlan
 from blockplan.trajectory import Fallback, KinematicState, Pose2D, stitch
 from blockplan.types import EgoState, Trajectory, seconds_to_ns
 
@@ -16,7 +16,8 @@ from blockplan.types import EgoState, Trajectory, seconds_to_ns
 class TickOutput:
     """What one tick publishes. trajectory: ego frame at `trajectory.stamp_ns` (now).
     source: the plan it was stitched from (None for a stop). new_plans: plans accepted at this
-    tick (their reasoning and rollouts are published once)."""
+    tick (their reasoning and rollouts are published once); rejected_plans: plans finished at
+    this tick that failed the gates (their reasoning is published, marked rejected)."""
 
     now_ns: int
     trajectory: Trajectory
@@ -29,6 +30,7 @@ class TickOutput:
     is_requested: bool
     tick_ns: int = 0
     events: tuple[str, ...] = field(default_factory=tuple)
+    rejected_plans: tuple[RejectedPlan, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ class InferenceRequest:
     requested_ns: int  # clock time of the tick that asked
     epoch: int  # the runtime's time epoch (bumped on every time jump)
     is_degraded: bool = False
+    degraded_cameras: tuple[str, ...] = ()  # whose slots hold black frames
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,11 @@ class ThreadWorker:
     def is_idle(self) -> bool:
         with self._cond:
             return not self._busy and not self._closed
+
+    @property
+    def thread_ident(self) -> int | None:
+        """The inference thread's id (`time.pthread_getcpuclockid` measures its CPU time)."""
+        return self._thread.ident
 
     def submit(self, request: InferenceRequest) -> None:
         with self._cond:

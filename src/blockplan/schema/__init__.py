@@ -6,6 +6,8 @@ scaffold = compile_scaffold(schema, tokenizer, block_size=32)
 ids, report = encode_answer(answer, scaffold, tokenizer, schema)    # training targets
 answer = parse_answer(ids, scaffold, tokenizer, schema)             # strict
 prompt = render_prompt(observation, tokenizer, schema, cameras, num_frames, tokens_per_image)
+
+The robot's action schema (chunks of bin tokens) is `blockplan.schema.action`.
 """
 
 from blockplan.schema.answer import render_answer_text

@@ -13,7 +13,9 @@ apart), the ego history, the label (answer, 4 Hz future) and its route command. 
 of an episode is a pure function of its seed (`split_of`), so one seed never appears in two
 splits, whatever the scenario. The manifest is rewritten after every episode and shards are
 written atomically, so an interrupted run resumes where it stopped; crashed episodes (the
-expert collided) are recorded as dropped and counted, and the next seed is tried.
+expert collided), and those whose expert backs up in every sample's future, are recorded as
+dropped and counted, and the next seed is tried; samples whose future has the expert backing
+up are left out (`REVERSING_SPEED_MPS`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 
 from blockplan.errors import UserError
 from blockplan.schema import default_schema, ego_history_array, render_answer_text
-from blockplan.sim.episode import EpisodeLog
+from blockplan.sim.episode import EGO_SPEED, EpisodeLog
 from blockplan.sim.labels import (
     HORIZON_S,
     SampleLabel,
@@ -53,6 +55,11 @@ from blockplan.types import (
 )
 
 MANIFEST = "manifest.json"
+# highway-env's IDM backs up behind a stopped car (its speed goes negative; at the roundabout
+# and the intersection a third of the samples). A sample whose 5 s future has the expert
+# slower than this (m/s) is left out: no planner should learn to reverse there, and the
+# validity gates rightly reject it. A creep of a few cm/s at a stop stays in.
+REVERSING_SPEED_MPS = -0.5
 SPLITS = ("train", "val", "test")
 FORMAT_VERSION = 1
 LONGITUDINAL_ORDER = tuple(Longitudinal)
@@ -135,13 +142,28 @@ def _history_rows(label: SampleLabel) -> np.ndarray:
     )
 
 
+def forward_times(log: EpisodeLog, times: np.ndarray) -> np.ndarray:
+    """The label times whose 5 s future has the expert driving forward (see
+    `REVERSING_SPEED_MPS`)."""
+    speed = log.ego[:, EGO_SPEED]
+    keep = [
+        float(np.min(speed[log.index_at(t0) : log.index_at(t0 + HORIZON_S) + 1]))
+        >= REVERSING_SPEED_MPS
+        for t0 in times
+    ]
+    return np.asarray(times)[np.asarray(keep, dtype=bool)] if len(times) else np.asarray(times)
+
+
 def episode_samples(
     log: EpisodeLog, rig: Rig, options: DatasetOptions, fits: Any = None
-) -> tuple[dict[str, np.ndarray], dict[float, dict[str, np.ndarray]]]:
-    """Render and label every sample of an episode: (shard arrays, {frame time: images})."""
+) -> tuple[dict[str, np.ndarray] | None, dict[float, dict[str, np.ndarray]]]:
+    """Render and label every sample of an episode: (shard arrays, {frame time: images});
+    arrays None when the expert backs up in every sample's future."""
     schema = default_schema()
     start = max(sample_start_s(options), 0.0)
-    times = label_times(log, options.sample_period_s, start_s=start)
+    times = forward_times(log, label_times(log, options.sample_period_s, start_s=start))
+    if not len(times):
+        return None, {}
     renderer = RigRenderer(rig, log.road)
     frames: dict[float, dict[str, np.ndarray]] = {}
     cols: dict[str, list[Any]] = {}

@@ -1,5 +1,8 @@
 """Writes (or resumes) a data set: one shard per kept episode, the manifest, the export.
 
+Episodes whose expert crashed (`crashed_at`), or backs up in the future of every sample
+(`reversed_at`, see `episode_samples`), are recorded as dropped, and the next seed is tried.
+
 Episodes can run in worker processes. Seeds are still handed out in order and a new one
 only when (kept + running) < wanted, so the kept seeds are the first `episodes` seeds that
 do not crash, exactly as in a sequential run, and every shard is byte-identical.
@@ -14,11 +17,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from blockplan.sim.dataset import (
     FORMAT_VERSION,
     MANIFEST,
+    REVERSING_SPEED_MPS,
     SPLITS,
     DatasetError,
     DatasetOptions,
@@ -28,7 +33,7 @@ from blockplan.sim.dataset import (
     save_shard,
     split_of,
 )
-from blockplan.sim.episode import run_episode
+from blockplan.sim.episode import EGO_SPEED, run_episode
 from blockplan.sim.labels import explanation_budget_fits
 from blockplan.sim.rig import Rig
 from blockplan.sim.scenarios import get_scenario
@@ -43,6 +48,10 @@ def make_episode(
         return False, {"scenario": scenario, "seed": seed, "crashed_at": round(log.crashed_at, 3)}
     split = split_of(seed, options.val_fraction, options.test_fraction)
     arrays, frames = episode_samples(log, rig, options, explanation_budget_fits())
+    if arrays is None:  # the expert backs up in every sample's future: nothing to learn
+        reversing = np.flatnonzero(log.ego[:, EGO_SPEED] < REVERSING_SPEED_MPS)
+        at = round(float(log.t[reversing[0]]), 3) if len(reversing) else None
+        return False, {"scenario": scenario, "seed": seed, "reversed_at": at}
     shard = root / split / f"{scenario}-{seed:06d}.npz"
     shard.parent.mkdir(parents=True, exist_ok=True)
     save_shard(shard, arrays)
@@ -174,7 +183,12 @@ class DatasetWriter:
         samples = {s: sum(e["num_samples"] for e in m["episodes"] if e["split"] == s)
                    for s in SPLITS}  # fmt: skip
         episodes = {s: sum(e["split"] == s for e in m["episodes"]) for s in SPLITS}
-        crashes = {
-            sc: sum(d["scenario"] == sc for d in m["dropped"]) for sc in self.options.scenarios
-        }
-        return {"samples": samples, "episodes": episodes, "dropped_crashes": crashes}
+
+        def dropped(key: str) -> dict[str, int]:
+            return {
+                sc: sum(d["scenario"] == sc and key in d for d in m["dropped"])
+                for sc in self.options.scenarios
+            }
+
+        return {"samples": samples, "episodes": episodes, "dropped_crashes": dropped("crashed_at"),
+                "dropped_reversing": dropped("reversed_at")}  # fmt: skip

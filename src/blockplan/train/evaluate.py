@@ -9,6 +9,11 @@ each test episode), and for the model the meta-behaviour accuracy (both fields r
 the critical-object micro-F1. Rollouts are JMT-upsampled, filtered by consensus
 (`consensus_rollouts`, `rollouts.max_deviation_m`) and averaged (`average_rollouts`); the
 extra row `rollouts_n4_plain_mean` averages all N of the same plans.
+
+`gate_pass_rate` is what the runtime would publish rather than fall back: the published path
+(the same rollouts through the runtime's jerk-minimizing fit, `trajectory.waypoint_tolerance_m`)
+against the hard `gates`; `comfort_pass_rate` the same path against the `comfort` limits;
+both also per scenario (`gate_pass_rate_by_scenario`, `comfort_pass_rate_by_scenario`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from blockplan.config import GateConfig, PlannerConfig
+from blockplan.config import ComfortConfig, GateConfig, PlannerConfig, TrajectoryOutputConfig
 from blockplan.engine.planner import Planner
 from blockplan.engine.planner_parts import schema_from
 from blockplan.model.planner_model import PlannerModelConfig
@@ -38,9 +43,10 @@ from blockplan.trajectory import (
     check_gates,
     consensus_rollouts,
     metrics,
+    smooth_upsample,
     upsample,
 )
-from blockplan.types import CRITICAL_OBJECT_KEYS, DrivingAnswer
+from blockplan.types import CRITICAL_OBJECT_KEYS, DrivingAnswer, Trajectory
 
 log = logging.getLogger(__name__)
 METHODS = ("model", "rollouts_n4", "constant_velocity", "ego_mlp")
@@ -48,7 +54,15 @@ METHODS = ("model", "rollouts_n4", "constant_velocity", "ego_mlp")
 # and the ground-truth waypoints themselves through the same JMT upsampling (the floor of the
 # protocol's ADE, and how often the expert's own plan passes the validity gates).
 EXTRA = ("rollouts_n4_plain_mean", "expert_waypoints")
-GATES = GateConfig()  # the shipped limits: `gate_pass_rate` is what the runtime would publish
+GATES = GateConfig()  # the shipped hard limits: `gate_pass_rate` is what the runtime publishes
+COMFORT = ComfortConfig()  # the shipped comfort limits (reported, never a fallback)
+OUTPUT = TrajectoryOutputConfig()  # the published path's fit (waypoint tolerance)
+
+
+def published(waypoints: np.ndarray) -> Trajectory:
+    """The runtime's published path of (K, 5, 2) rollouts (their fits averaged)."""
+    tolerance = OUTPUT.waypoint_tolerance_m
+    return average_rollouts([smooth_upsample(w, tolerance) for w in waypoints]).mean
 
 
 def recipe_of_folder(folder: str | Path) -> Recipe:
@@ -78,12 +92,19 @@ class Tally:
         self.parse_failures = 0
         self.latency_ms: list[float] = []
         self.gates_passed = 0
+        self.comfort_passed = 0
+        self.by_scenario: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
 
-    def add_trajectory(self, traj, gt_xy, t0: float, world) -> None:
+    def add_trajectory(self, traj, gt_xy, t0: float, world, path, scenario: str) -> None:
+        """traj: the WOD-E2E interpolation (metrics); path: the published path (gates)."""
         for k, v in trajectory_metrics(traj.xy, gt_xy).items():
             self.sums[k] += v
         self.count += 1
-        self.gates_passed += check_gates(traj, GATES).ok
+        passed, comfortable = check_gates(path, GATES).ok, check_gates(path, COMFORT).ok
+        self.gates_passed += passed
+        self.comfort_passed += comfortable
+        row = self.by_scenario[scenario]
+        row[0], row[1], row[2] = row[0] + 1, row[1] + passed, row[2] + comfortable
         if world is not None:
             self.collision_checked += 1
             self.collisions += plan_collides(traj, t0, world)
@@ -104,6 +125,10 @@ class Tally:
             self.collisions / self.collision_checked if self.collision_checked else None
         )
         out["gate_pass_rate"] = self.gates_passed / n
+        out["comfort_pass_rate"] = self.comfort_passed / n
+        scenarios = sorted(self.by_scenario.items())
+        out["gate_pass_rate_by_scenario"] = {k: r[1] / r[0] for k, r in scenarios}
+        out["comfort_pass_rate_by_scenario"] = {k: r[2] / r[0] for k, r in scenarios}
         out["num_samples"] = self.count
         if with_answers:
             tp, fp, fn = self.crit
@@ -181,7 +206,11 @@ def evaluate(
         gt_xy = shard["future_xy"][i].astype(np.float64)
         t0 = obs.stamp_ns / 1e9
         world = _world(worlds, entry, duration, t0, gt_xy) if check_collisions else None
-        expert.add_trajectory(upsample(shard["waypoints"][i].astype(np.float64)), gt_xy, t0, world)
+        scenario = entry["scenario"]
+        truth_wp = shard["waypoints"][i].astype(np.float64)
+        expert.add_trajectory(
+            upsample(truth_wp), gt_xy, t0, world, published(truth_wp[None]), scenario
+        )
         for method, planner in planners.items():
             tally = tallies[method]
             start = time.perf_counter()
@@ -193,17 +222,24 @@ def evaluate(
                 plan = None
             tally.latency_ms.append((time.perf_counter() - start) * 1e3)
             if plan is None:  # counted; scored as the constant-velocity fallback
-                traj = upsample(baselines["constant_velocity"][k])
+                cv = baselines["constant_velocity"][k]
+                traj, path = upsample(cv), published(cv[None])
             else:
                 kept = consensus_rollouts(plan.rollouts, planner.config.rollouts.max_deviation_m)
                 traj = average_rollouts([upsample(plan.rollouts[i]) for i in kept]).mean
+                path = published(plan.rollouts[kept])
                 if method == "rollouts_n4":  # the plain mean of all N too, for comparison
                     plain = average_rollouts([upsample(r) for r in plan.rollouts]).mean
-                    tallies["rollouts_n4_plain_mean"].add_trajectory(plain, gt_xy, t0, world)
+                    tallies["rollouts_n4_plain_mean"].add_trajectory(
+                        plain, gt_xy, t0, world, published(plan.rollouts), scenario
+                    )
                 tally.add_answer(plan.answer, truth)
-            tally.add_trajectory(traj, gt_xy, t0, world)
+            tally.add_trajectory(traj, gt_xy, t0, world, path, scenario)
         for method, waypoints in baselines.items():
-            tallies[method].add_trajectory(upsample(waypoints[k]), gt_xy, t0, world)
+            wp = waypoints[k]
+            tallies[method].add_trajectory(
+                upsample(wp), gt_xy, t0, world, published(wp[None]), scenario
+            )
     return {m: tallies[m].result(with_answers=m in planners) for m in METHODS + EXTRA}
 
 

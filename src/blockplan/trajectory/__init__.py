@@ -23,6 +23,7 @@ from blockplan.trajectory.rollouts import (
     average_waypoint_rollouts,
     consensus_rollouts,
 )
+from blockplan.trajectory.smooth import fit_knots, smooth_upsample
 from blockplan.trajectory.stitch import stitch
 from blockplan.trajectory.stop import stop_trajectory
 from blockplan.trajectory.upsample import constant_velocity_waypoints, knot_states, upsample
@@ -41,6 +42,7 @@ __all__ = [
     "consensus_rollouts",
     "average_waypoint_rollouts",
     "check_gates",
+    "fit_knots",
     "constant_velocity_waypoints",
     "curve_from_trajectory",
     "evaluate_quintic",
@@ -53,5 +55,6 @@ __all__ = [
     "stitch",
     "stop_trajectory",
     "trajectory_from_states",
+    "smooth_upsample",
     "upsample",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from blockplan.config import FallbackConfig, GateConfig, TrajectoryOutputConfig
+from blockplan.config import ComfortConfig, FallbackConfig, GateConfig, TrajectoryOutputConfig
 from blockplan.trajectory.frames import KinematicState, Pose2D
 from blockplan.trajectory.stitch import stitch
 from blockplan.trajectory.stop import stop_trajectory
@@ -40,11 +40,13 @@ class Fallback:
         self,
         config: FallbackConfig,
         output: TrajectoryOutputConfig,
-        gates: GateConfig | None = None,
+        gates: GateConfig | ComfortConfig | None = None,
     ) -> None:
+        """gates: the limits whose jerk the stop keeps to where it can (the runtime passes
+        the comfort limits)."""
         self.config = config
         self.output = output
-        # The stop respects the jerk gate where it can (see `stop_trajectory`).
+        # The stop respects that jerk limit where it can (see `stop_trajectory`).
         self._max_jerk = gates.max_abs_jerk if gates is not None else None
         self._last_plan: Trajectory | None = None
         self._last_pose: Pose2D | None = None

@@ -1,4 +1,9 @@
-"""Validity gates on a trajectory (docs/ALGORITHMS.md §9; limits in `GateConfig`).
+"""Limit checks on a trajectory (docs/ALGORITHMS.md §9). The same checks serve two sets of limits:
+
+* `GateConfig` (`gates.*`): hard feasibility limits. A plan beyond them is rejected and the
+  fallback published (the validity gates).
+* `ComfortConfig` (`comfort.*`): comfort limits. A plan beyond them is published all the
+  same; the excess is counted and reported (/diagnostics, metrics).
 
 Checks, each reported per offending sample as (check, index, value, limit):
 
@@ -14,7 +19,8 @@ Checks, each reported per offending sample as (check, index, value, limit):
                       jerk; reported at the later sample of the pair).
 * `max_yaw_rate`      |speed · curvature| <= max_yaw_rate (the instantaneous yaw rate of the
                       path; differencing `yaw` would flag the harmless step where a held
-                      low-speed heading is released).
+                      low-speed heading is released), at samples with speed >=
+                      `yaw_rate_min_speed` (the hard gates skip near-standstill samples).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from blockplan.config import GateConfig
+from blockplan.config import ComfortConfig, GateConfig
 from blockplan.types import Trajectory
 
 _FIELDS = ("t", "x", "y", "yaw", "speed", "accel", "curvature")
@@ -92,8 +98,9 @@ def _exceeding(
     ]
 
 
-def check_gates(traj: Trajectory, gates: GateConfig | None = None) -> GateReport:
-    """Run every gate on `traj` (default limits: `GateConfig()`)."""
+def check_gates(traj: Trajectory, gates: GateConfig | ComfortConfig | None = None) -> GateReport:
+    """Run every check on `traj` against `gates` (default: the hard limits, `GateConfig()`;
+    pass a `ComfortConfig` for the comfort report)."""
     gates = gates if gates is not None else GateConfig()
     violations: list[GateViolation] = []
     nonfinite_fields = []
@@ -125,7 +132,6 @@ def check_gates(traj: Trajectory, gates: GateConfig | None = None) -> GateReport
     if np.all(step > 0):
         jerk = np.abs(np.diff(accel) / step)
         violations += _exceeding("max_abs_jerk", jerk, gates.max_abs_jerk, above=True, offset=1)
-    violations += _exceeding(
-        "max_yaw_rate", np.abs(speed * curvature), gates.max_yaw_rate, above=True
-    )
+    yaw_rate = np.where(speed >= gates.yaw_rate_min_speed, np.abs(speed * curvature), 0.0)
+    violations += _exceeding("max_yaw_rate", yaw_rate, gates.max_yaw_rate, above=True)
     return GateReport(violations)

@@ -1,0 +1,170 @@
+"""The robot recipe: the data set format, diffusion-forcing noise, the two objectives and a
+short `blockplan train --embodiment robot` run on a synthetic data set."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from blockplan.cli import main
+from blockplan.engine.embodiment import robot_config
+from blockplan.engine.planner import Planner
+from blockplan.model.planner_model import PlannerModel
+from blockplan.train.distill import ChunkDiffusionModule
+from blockplan.train.forcing import (
+    ChunkNoiseLayout,
+    chunk_masks,
+    draw_chunk_noise,
+    forcing_ratios,
+    plain_ratios,
+)
+from blockplan.train.robot_data import (
+    RobotDataError,
+    RobotDatasetWriter,
+    chunk_at,
+    data_ranges,
+    episodes_of,
+    frame_indices,
+    read_robot_manifest,
+    write_synthetic_dataset,
+)
+from blockplan.train.robot_examples import RobotRecipe, load_robot_examples
+from blockplan.types import RobotObservation
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("robot-data")
+    write_synthetic_dataset(root, {"train": 4, "val": 2}, num_steps=6)
+    return root
+
+
+@pytest.fixture(scope="module")
+def recipe(data) -> RobotRecipe:
+    return RobotRecipe.build("robot-test", data, horizon=3, num_bins=16)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_the_data_set_round_trips_and_checks_shapes(data, tmp_path):
+    manifest = read_robot_manifest(data)
+    assert manifest["camera_names"] == ["front", "wrist"] and manifest["action_dim"] == 3
+    train = episodes_of(data, "train")
+    assert len(train) == 4 and train[0]["frames"].shape == (6, 2, 16, 16, 3)
+    assert train[0]["actions"].shape == (6, 3) and isinstance(train[0]["instruction"], str)
+    ranges = data_ranges(data, quantile=0.0)
+    actions = np.concatenate([e["actions"] for e in train])
+    assert np.allclose(ranges["action_low"], actions.min(0), atol=1e-6)
+    writer = RobotDatasetWriter(tmp_path, ("front",), proprio_dim=2, action_dim=3)
+    frames = np.zeros((4, 1, 8, 8, 3), np.uint8)
+    with pytest.raises(RobotDataError, match="actions"):
+        writer.add("train", frames, np.zeros((4, 2)), np.zeros((4, 2)), "x")
+    with pytest.raises(RobotDataError, match="split"):
+        writer.add("dev", frames, np.zeros((4, 2)), np.zeros((4, 3)), "x")
+    with pytest.raises(RobotDataError, match="no manifest.json"):
+        read_robot_manifest(tmp_path / "none")
+
+
+def test_chunks_repeat_the_last_action_and_frames_hold_the_first():
+    actions = np.arange(12.0).reshape(4, 3)
+    assert chunk_at(actions, 2, 3).tolist() == [[6, 7, 8], [9, 10, 11], [9, 10, 11]]
+    assert frame_indices(1, 3, stride=1).tolist() == [0, 0, 1]
+    assert frame_indices(5, 2, stride=2).tolist() == [3, 5]
+
+
+def test_examples_encode_prompt_chunk_and_images(data, recipe):
+    examples = load_robot_examples(data, "train", recipe)
+    assert len(examples) == 4 * 6
+    assert examples.prompt_ids.shape == (24, len(recipe.template))
+    assert examples.answer_ids.shape == (24, len(recipe.scaffold))
+    assert examples.images.shape == (24, 2, 16, 16, 3) and examples.actions.shape == (24, 3, 3)
+    assert not (examples.answer_ids == recipe.scaffold.mask_id).any()
+    assert recipe.model_config.embodiment == "robot" and recipe.model_config.block_size == 3
+
+
+def test_diffusion_forcing_masks_later_blocks_more(recipe):
+    layout = ChunkNoiseLayout.from_scaffold(recipe.scaffold)
+    rng = np.random.default_rng(0)
+    ratios = forcing_ratios(rng, 2000, layout.num_blocks)
+    assert np.all(np.diff(ratios, axis=1) >= 0)  # monotone in the block index, per sample
+    assert len(np.unique(ratios[:, 0].round(6))) > 1000  # randomised per sample
+    masks = chunk_masks(layout, ratios, rng)
+    assert not (masks & ~layout.is_maskable).any() and masks.any(axis=1).all()
+    values = [(layout.block == k) & layout.is_maskable for k in range(layout.num_blocks)]
+    per_block = [masks[:, v].mean() for v in values]  # expected 1/4, 1/2, 3/4
+    assert per_block == sorted(per_block) and per_block[-1] - per_block[0] > 0.4
+    plain = plain_ratios(rng, 5, layout.num_blocks)
+    assert np.all(plain == plain[:, :1])
+    ids = 100 + np.arange(len(recipe.scaffold))[None].repeat(3, 0)
+    noisy, m = draw_chunk_noise(layout, ids, recipe.scaffold.mask_id, rng, forcing=True)
+    assert np.array_equal(noisy == recipe.scaffold.mask_id, m)
+
+
+def test_distillation_loss_is_zero_for_the_teachers_own_context(data, recipe):
+    torch.manual_seed(0)
+    model = PlannerModel(recipe.model_config).double()
+    teacher = ChunkDiffusionModule(model, recipe, "bidirectional")
+    student = ChunkDiffusionModule(model, recipe, "block_causal")
+    A = len(recipe.scaffold)
+    assert teacher.mask[-A:, -A:].all()
+    assert not student.mask[-A:, -A:].all()  # blocks do not see later blocks
+    examples = load_robot_examples(data, "val", recipe)
+    batch = examples.batch([0, 1, 2])
+    layout = ChunkNoiseLayout.from_scaffold(recipe.scaffold)
+    noisy, masks = draw_chunk_noise(
+        layout, batch["answer_ids"].numpy(), recipe.scaffold.mask_id, np.random.default_rng(1), True
+    )
+    batch.update(noisy_ids=torch.from_numpy(noisy), masks=torch.from_numpy(masks))
+    same = ChunkDiffusionModule(model, recipe, "bidirectional").distillation_loss(batch, teacher)
+    assert float(same["kl"]) < 1e-9
+    asymmetric = student.distillation_loss(batch, teacher)
+    assert float(asymmetric["kl"]) > 1e-6
+    asymmetric["loss"].backward()
+    assert model.decoder.model.layers[0].mlp.up_proj.weight.grad is not None
+    plain = teacher.diffusion_loss(batch)
+    assert float(plain["ce"]) > 0 and 0 <= float(plain["accuracy"]) <= 1
+
+
+def test_train_robot_smoke_run_writes_a_loadable_student_with_its_card(data, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "--embodiment", "robot", "--data", str(data), "--out", str(out)]
+    argv += ["--arch", "robot-test", "--steps", "3", "--teacher-steps", "4", "--batch-size", "4"]
+    argv += ["--horizon", "3", "--bins", "16", "--log-every", "1", "--num-threads", "1"]
+    argv += ["--device", "cpu", "--eval-samples", "2", "--val-samples", "4"]
+    assert main(argv) == 0
+    final = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert final["teacher"]["steps"] == 4 and final["student"]["steps"] == 3
+    assert {"section_diffusion", "pipelined", "full_diffusion"} <= set(final["evaluation"])
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    phases = {r.get("phase") for r in records if r["event"] == "train"}
+    assert phases == {"teacher", "student"}
+    card = (out / "best" / "MODEL_CARD.md").read_text()
+    for words in ("Teacher", "bidirectional", "masked-diffusion loss", "Student",
+                  "block-causal", "diffusion forcing", "KL(teacher || student)",
+                  "--embodiment robot"):  # fmt: skip
+        assert words in card
+    config = robot_config(None, ("front", "wrist"), 1)
+    planner = Planner.from_folder(out / "best", config)  # the manifest (with the card) checks
+    assert planner.schema.horizon == 3 and planner.schema.num_bins == 16
+    teacher = Planner.from_folder(out / "teacher", config)
+    assert teacher.schema == planner.schema
+    examples = load_robot_examples(data, "val", RobotRecipe.of_config(planner.model.config,
+                                                                      planner.tokenizer))  # fmt: skip
+    frames = planner.format.synthetic(config, 0).frames
+    obs = RobotObservation(0, frames, examples.proprio[0], str(examples.instruction[0]))
+    assert planner.plan(obs).actions.shape == (3, 3)
+    argv = ["bench", "--model", str(out / "best"), "--iters", "1", "--warmup", "0"]
+    argv += ["--strategies", "full_diffusion,pipelined", "--no-compute-floor", "--threads", "1"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["pipelined_speedup_vs_full_diffusion"] > 0
+    assert report["model"]["weights"] == "sha256-verified"
