@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from blockplan.export.onnx_export import read_sidecar
+from blockplan.export.onnx_export import DYNAMIC_FILE, SIDECAR, ExportError, read_sidecar
 
 
 class OrtExecutor:
@@ -41,6 +41,11 @@ class OrtExecutor:
         # With the dynamic graph every forward is one call at its exact shape (StepBackend);
         # folders exported before it run the static windows, padded.
         self.dynamic = dynamic is not None
+        if not self.dynamic and not self.windows:
+            raise ExportError(
+                f"{folder / SIDECAR}: no decoder graph (neither {DYNAMIC_FILE} nor a static "
+                "window); re-export with `blockplan export`"
+            )
         self.dynamic_session = session(dynamic["file"]) if dynamic else None
         windows = () if self.dynamic else self.windows
         self.step_sessions = {w: session(graphs[f"decoder_w{w}"]["file"]) for w in windows}

@@ -174,11 +174,11 @@ def export_onnx(
     step = DecoderStep(model.decoder).eval()
     batch_axes = {"inputs_embeds": (0,), "positions": (0,), "attention_mask": (0,)}
     batch_axes |= {"past_kv": (2,), "logits": (0,), "new_kv": (2,), "new_raw_keys": (1,)}
-    dynamic = {name: {axis: "batch" for axis in axes} for name, axes in batch_axes.items()}
+    batch_only = {name: {axis: "batch" for axis in axes} for name, axes in batch_axes.items()}
     for w in windows:
         args = step_example(model, w, max_len)
         name = decoder_file(w)
-        _export(step, args, folder / name, STEP_INPUTS, STEP_OUTPUTS, opset, dynamic)
+        _export(step, args, folder / name, STEP_INPUTS, STEP_OUTPUTS, opset, batch_only)
         graphs[f"decoder_w{w}"] = {
             "file": name,
             "window": w,
