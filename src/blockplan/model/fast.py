@@ -108,7 +108,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     in float32 / float64 — the tests check it), the reference's ops for other dtypes."""
     dtype = x.dtype
     if dtype in (torch.float32, torch.float64):
-        return F.rms_norm(x, weight.shape, weight, eps)
+        return torch.rms_norm(x, weight.shape, weight, eps)  # F.rms_norm without its wrapper
     compute = torch.promote_types(dtype, torch.float32)
     h = x if compute == dtype else x.to(compute)
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
@@ -204,16 +204,17 @@ class FastForward:
         self.refresh(decoder)
         B, S, _ = x.shape
         H, Hkv, D = self.num_heads, self.num_kv_heads, self.head_dim
-        split, half = [H, Hkv, Hkv], D // 2
+        half = D // 2
         cos, sin = self.rope(positions, x.dtype)  # (B, S, 1, D)
         eps = self.eps
         for i, w in enumerate(self.layers):
             h = rms_norm(x, w.ln1, eps)
             heads = w.qkv(h).view(B, S, H + 2 * Hkv, D)  # q, k, v heads
-            _, k_raw, v = heads.split(split, dim=2)
+            # views by narrow (C calls; Tensor.split is a Python wrapper)
+            k_raw, v = heads.narrow(2, H, Hkv), heads.narrow(2, H + Hkv, Hkv)
             qk = heads.narrow(2, 0, H + Hkv)  # q and k, rotated in one pass
             qk = qk * cos + qk.roll(half, -1) * sin  # (B, S, H + Hkv, D); roll: swap halves
-            q, k = qk.split(split[:2], dim=2)
+            q, k = qk.narrow(2, 0, H), qk.narrow(2, H, Hkv)
             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, h, S, D)
             if cache is not None:
                 k, v = cache.write(i, k_raw.transpose(1, 2), k, v)  # (B, Hkv, L, D)
