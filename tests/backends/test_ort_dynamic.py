@@ -248,6 +248,9 @@ def test_a_folder_export_runs_dynamic_and_its_static_graphs_stay_for_tensorrt(
     assert set(engine_graphs(sidecar)) == {"vision", "decoder_w8", "decoder_w64", "decoder_w256"}
     executor = _executor(export_folder, reference.model)
     assert executor.dynamic and executor.step_sessions == {}  # ORT loads the dynamic alone
+    only_dynamic = {**sidecar, "windows": [], "graphs": {"vision": sidecar["graphs"]["vision"]}}
+    with pytest.raises(ExportError, match="no static decoder window"):
+        engine_graphs(only_dynamic)  # an ONNX-Runtime-only export never reaches TensorRT
 
 
 def test_a_legacy_static_export_still_plans_the_same_tokens(planners, tmp_path):
