@@ -99,6 +99,7 @@ class PlannerNode(Node):
         super().__init__(node_name, **kwargs)
         self._ns = ModuleMessages()
         self._lock = threading.Lock()  # lifecycle transitions vs. timer callbacks
+        self._last_tick_ns: int | None = None
         self._input_group = ReentrantCallbackGroup()
         self._control_group = MutuallyExclusiveCallbackGroup()
         self._declared: dict[str, ParameterSpec] = {}
@@ -327,6 +328,13 @@ class PlannerNode(Node):
         with self._lock:
             if self._runtime is None or self._messages is None:
                 return
+            # Under sim time a late /clock can let the timer fire twice at one clock time;
+            # the second call is not a new control period (it would publish a second
+            # trajectory with the same stamp).
+            now = self.get_clock().now().nanoseconds
+            if now == self._last_tick_ns:
+                return
+            self._last_tick_ns = now
             for key, msg in self._messages.tick(self._runtime.tick()):
                 self._publish(key, msg)
 
