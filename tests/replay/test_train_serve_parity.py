@@ -20,7 +20,13 @@ import pytest
 
 from blockplan.cli import main
 from blockplan.config import default_params_path, load_config
-from blockplan.runtime import ConstantVelocityPlanner, PlannerRuntime, VirtualClock
+from blockplan.runtime import (
+    ConstantVelocityPlanner,
+    PlannerRuntime,
+    VirtualClock,
+    VirtualWorker,
+    plan_postprocess,
+)
 from blockplan.schema import default_schema, render_prompt
 from blockplan.sim.bag import DEFAULT_START_NS
 from blockplan.sim.dataset import load_shard
@@ -113,13 +119,17 @@ def test_runtime_takes_the_history_from_the_planner(repo_root):
 
     config = load_config(default_params_path())
     planner = Planner.from_folder(repo_root / MODEL, config)
-    runtime = PlannerRuntime(config, planner, VirtualClock())
+    runtime = PlannerRuntime(
+        config, VirtualWorker(planner, "ideal", plan_postprocess(config)), VirtualClock()
+    )
     assert (runtime.history.num_states, runtime.history.period_s) == (
         planner.schema.num_history,
         planner.schema.history_period_s,
     )
     long = RecordingPlanner(default_schema().__class__(num_history=41, history_period_s=0.5))
-    runtime = PlannerRuntime(config, long, VirtualClock())
+    runtime = PlannerRuntime(
+        config, VirtualWorker(long, "ideal", plan_postprocess(config)), VirtualClock()
+    )
     assert runtime.history.span_s == 20.0
     assert runtime.ego.keep_s >= 20.0 + config.frame_window.max_frame_age_s
     assert runtime.input_span_s == 20.0

@@ -8,7 +8,13 @@ import dataclasses
 from blockplan.bags import TypestoreMessages
 from blockplan.config import PlannerConfig
 from blockplan.messages.tick import REASONING, TickMessages, reasoning_record
-from blockplan.runtime import ConstantVelocityPlanner, PlannerRuntime, VirtualClock
+from blockplan.runtime import (
+    ConstantVelocityPlanner,
+    PlannerRuntime,
+    VirtualClock,
+    VirtualWorker,
+    plan_postprocess,
+)
 from blockplan.runtime.plans import PlanWindow
 from blockplan.types import Observation, Plan
 from tests.runtime.test_loop import MS, Drive, _runtime
@@ -77,9 +83,8 @@ def test_request_windows_are_rebuilt_frame_for_frame() -> None:
 
     config = PlannerConfig()
     clock = VirtualClock(10**9)
-    runtime = PlannerRuntime(
-        config, ConstantVelocityPlanner(), clock, "ideal", request_windows=wanted
-    )
+    worker = VirtualWorker(ConstantVelocityPlanner(), "ideal", plan_postprocess(config))
+    runtime = PlannerRuntime(config, worker, clock, request_windows=wanted)
     outputs = Drive(runtime, clock).run(10)
     plans = [p for o in outputs for p in o.new_plans]
     assert [p.stamp_ns for p in plans] == [w.stamp_ns for w in wanted[:3]]
