@@ -98,7 +98,9 @@ def test_diagnostics_at_1_hz_with_the_documented_fields(raw_run):
     doc = raw_run["doc"]
     summary = doc["summary"]["diagnostics"]
     assert summary["count"] >= 6
-    assert summary["stamp_period_ms"]["p50"] == pytest.approx(1000.0, abs=1.0)
+    # 1 Hz within 5 %, like the trajectory's rate: a diagnostics stamp is the clock when the
+    # timer's callback runs, which a loaded machine delays by tens of ms now and then.
+    assert summary["stamp_period_ms"]["p50"] == pytest.approx(1000.0, abs=50.0)
     assert abs(summary["arrival_rate_hz"] - 1.0) <= 0.1, summary
     last = {s["name"]: s for s in doc["diagnostics"][-1]["statuses"]}
     model = last["blockplan: model"]["values"]
