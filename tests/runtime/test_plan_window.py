@@ -104,8 +104,11 @@ def test_frames_by_stamp_finds_buffered_frames_and_fills_black_ones() -> None:
     wanted = (("front_left", (t - 500 * MS, t)), ("front", (t - 500 * MS, t)))
     frames = runtime.window.frames_by_stamp(wanted, black=("front",))
     assert [(f.camera, f.stamp_ns) for f in frames] == [
-        ("front_left", t - 500 * MS), ("front_left", t), ("front", t - 500 * MS), ("front", t)
-    ]  # fmt: skip
+        ("front_left", t - 500 * MS),
+        ("front_left", t),
+        ("front", t - 500 * MS),
+        ("front", t),
+    ]
     assert not frames[2].image.any()
     assert runtime.window.frames_by_stamp((("front", (t + 1,)),)) is None
     assert runtime.window.frames_by_stamp((("side", (t,)),)) is None

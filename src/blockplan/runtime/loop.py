@@ -241,9 +241,11 @@ class PlannerRuntime:
             self.health.count(Count.INFERENCE_OVERRUNS)
         request = result.request
         window = PlanWindow.of(
-            request.observation, request.requested_ns, request.is_degraded,
+            request.observation,
+            request.requested_ns,
+            request.is_degraded,
             request.degraded_cameras,
-        )  # fmt: skip
+        )
         if result.error_kind == ErrorKind.INVALID_PLAN:
             self.health.count(Count.INVALID_PLANS)
             self.last_problem["plan"] = str(result.error)
