@@ -53,6 +53,10 @@ class PlannerModelConfig:
     frame_period_s: float | None = None
     embodiment: str = "vehicle"  # one of EMBODIMENTS; `schema` is then an action schema
 
+    # What the serving paths can do with the model (the Planner reads these, never the class):
+    exportable = True  # static-shape graphs: `blockplan export`, onnxruntime / tensorrt
+    can_stream = True  # the streaming window: vision per frame, pre-RoPE K/V reuse
+
     def __post_init__(self) -> None:
         if self.embodiment not in EMBODIMENTS:
             raise ModelConfigError(

@@ -123,9 +123,7 @@ def warm_up(planner: RuntimePlanner, config: PlannerConfig) -> float:
             f"warm-up of {config.model.dir!r} failed: {type(e).__name__}: {e}"
         ) from e
     # The warm-up frames are no part of the stream: the first real plan starts it afresh.
-    reset_stream = getattr(planner, "reset_stream", None)  # engine planners stream
-    if reset_stream is not None:
-        reset_stream(clear_stats=True)
+    planner.reset()
     return (time.perf_counter() - start) * 1e3
 
 

@@ -86,7 +86,7 @@ from blockplan.ros.params import (
     node_topic,
     unknown_parameters,
 )
-from blockplan.runtime import PlannerRuntime
+from blockplan.runtime import InvalidInput, PlannerRuntime, ThreadWorker, plan_postprocess
 from blockplan.runtime.cpu import CpuMeter
 
 EXIT_LINGER_S = 0.3
@@ -147,7 +147,9 @@ class PlannerNode(Node):
             release_accelerator_memory()
             return self._error("activate", e)
         with self._lock:
-            self._runtime = PlannerRuntime(config, planner, RosClock(self))
+            clock = RosClock(self)
+            worker = ThreadWorker(planner, clock, plan_postprocess(config))
+            self._runtime = PlannerRuntime(config, worker, clock)
             self._messages = TickMessages(self._ns, config)
             self._cpu = CpuMeter(getattr(self._runtime.worker, "thread_ident", None))
             self._cpu.sample(0)
@@ -302,7 +304,7 @@ class PlannerNode(Node):
             try:
                 frame = image_msg_to_frame(msg, camera)
             except ImageDecodeError as e:
-                runtime.on_invalid_input("invalid_image", f"{topic}: {e}")
+                runtime.on_invalid_input(InvalidInput.INVALID_IMAGE, f"{topic}: {e}")
                 return
             runtime.on_frame(frame)
 
@@ -315,7 +317,7 @@ class PlannerNode(Node):
         try:
             ego = odometry_to_ego(msg)
         except OdometryError as e:  # a zero quaternion: counted like any bad input
-            runtime.on_invalid_input("odometry_invalid_quaternion", str(e))
+            runtime.on_invalid_input(InvalidInput.ODOMETRY_INVALID_QUATERNION, str(e))
             return
         runtime.on_odometry(ego)
 

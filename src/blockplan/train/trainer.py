@@ -310,8 +310,9 @@ class Trainer:
             ids = [ctx.device.index] if ctx.device.type == "cuda" else None
             runner = DistributedDataParallel(self.module, device_ids=ids)
         self.module.train()
-        bar = tqdm(total=cfg.steps, initial=self.step, desc="train", unit="step",
-                   disable=not self.progress)  # fmt: skip
+        bar = tqdm(
+            total=cfg.steps, initial=self.step, desc="train", unit="step", disable=not self.progress
+        )
         started = time.monotonic()
         seen, t_log = 0, time.monotonic()
         last = cfg.steps if until is None else min(until, cfg.steps)
@@ -322,10 +323,16 @@ class Trainer:
             bar.set_postfix(loss=f"{record['loss']:.3f}", traj=f"{record['ar/trajectory']:.3f}")
             if self.step % cfg.log_every == 0 or self.step == cfg.steps:
                 now = time.monotonic()
-                self.log({"event": "train", "step": self.step,
-                          "epoch": (self.step - 1) // self.steps_per_epoch,
-                          "samples_per_s": seen / max(now - t_log, 1e-9),
-                          "elapsed_s": now - started, **record})  # fmt: skip
+                self.log(
+                    {
+                        "event": "train",
+                        "step": self.step,
+                        "epoch": (self.step - 1) // self.steps_per_epoch,
+                        "samples_per_s": seen / max(now - t_log, 1e-9),
+                        "elapsed_s": now - started,
+                        **record,
+                    }
+                )
                 seen, t_log = 0, now
             stop = self.should_stop(started) or self.step == last
             if self.step % cfg.save_every == 0 or stop:
@@ -334,8 +341,13 @@ class Trainer:
                 break
         bar.close()
         digests = gather_digests(ctx, parameter_digest(self.module))
-        final = {"event": "done", "step": self.step, "best_val": self.best_val,
-                 "world_size": ctx.world_size, "param_digests": digests}  # fmt: skip
+        final = {
+            "event": "done",
+            "step": self.step,
+            "best_val": self.best_val,
+            "world_size": ctx.world_size,
+            "param_digests": digests,
+        }
         self.log(final)
         if len(set(digests)) != 1:
             raise TrainError(f"ranks ended with different parameters: {digests}")
