@@ -128,19 +128,38 @@ def run_episode(
     act: Callable[[int, int, StepObservation], np.ndarray],
     max_steps: int,
     render_every: int,
+    record: bool = False,
 ) -> EpisodeResult:
-    """One episode; `act(step, stamp_ns, observation)` returns the action to apply."""
+    """One episode; `act(step, stamp_ns, observation)` returns the action to apply. With
+    `record`, `extra["demonstration"]` holds the run (joints, frames, the applied actions)
+    for `robot_bag.write_demo_bag`."""
     obs = env.reset(seed)
     period_ns = round(CONTROL_PERIOD_S * 1e9)
     actions = []
+    trace: dict[str, Any] = {"joints": [], "velocities": [], "frames": {}, "actions": []}
     for t in range(max_steps):
         action = np.asarray(act(t, START_NS + t * period_ns, obs), dtype=np.float64)
         actions.append([round(float(a), 4) for a in action])
+        if record:
+            trace["actions"].append(np.clip(action, -1.0, 1.0))
+            trace["joints"].append(obs.joints)
+            trace["velocities"].append(obs.joint_velocities)
+            if obs.frames is not None:
+                trace["frames"][t] = obs.frames
         obs = env.step(action, render=(t + 1) % render_every == 0)
         if env.success:
             break
     steps = env.success_step if env.success else max_steps
-    return EpisodeResult(policy, env.spec.name, int(seed), env.success, int(steps), actions)
+    result = EpisodeResult(policy, env.spec.name, int(seed), env.success, int(steps), actions)
+    if record:
+        from blockplan.sim.manipulation import Demonstration
+
+        result.extra["demonstration"] = Demonstration(
+            env.spec.name, int(seed), env.instruction, np.asarray(trace["joints"]),
+            np.asarray(trace["velocities"]), np.asarray(trace["actions"]),
+            trace["frames"], env.success, env.success_step,
+        )  # fmt: skip
+    return result
 
 
 def expert_actor(env: ManipulationEnv) -> Callable:
