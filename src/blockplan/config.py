@@ -442,6 +442,50 @@ class FramesConfig:
         _check(bool(self.odom), "frames.odom", self.odom, "must not be empty")
 
 
+SAWYER_JOINTS = "right_j0,right_j1,right_j2,right_j3,right_j4,right_j5,right_j6,r_close,l_close"
+
+
+@dataclass(frozen=True)
+class RobotConfig:
+    """The robot embodiment's runtime and node (`model.embodiment: robot`; docs/RUNTIME.md
+    "Robots"). A chunk's step k applies at its observation's stamp + k·chunk_period_s; each
+    control tick publishes the step of the newest chunk that matches the tick's time (chunk
+    stitching), a new chunk is requested once `replan_steps` steps of the newest have
+    started (receding horizon), and without a usable chunk the command holds position (zero
+    velocity, the gripper as last commanded)."""
+
+    joint_names: str = SAWYER_JOINTS  # comma-separated: the proprioceptive state's order
+    instruction: str = ""  # used until the instruction topic has a message
+    chunk_period_s: float = 0.0125  # the data set's control period
+    replan_steps: int = 4
+    max_joint_state_age_s: float = 0.2
+    velocity_per_unit: float = 0.8  # m/s end-effector velocity per action unit (Meta-World)
+    command_frame: str = "world"
+    joint_states_topic: str = "/joint_states"
+    instruction_topic: str = "/instruction"
+    twist_topic: str = "/servo_node/delta_twist_cmds"
+    gripper_topic: str = "/gripper/command"
+    chunk_topic: str = "/planning/action_chunk"
+
+    def __post_init__(self) -> None:
+        names = self.joint_name_list
+        _check(bool(names) and all(names), "robot.joint_names", self.joint_names,
+               "must be a comma-separated list of joint names")  # fmt: skip
+        _check(len(set(names)) == len(names), "robot.joint_names", self.joint_names,
+               "names must be unique")  # fmt: skip
+        _positive("robot.chunk_period_s", self.chunk_period_s)
+        _check(self.replan_steps >= 1, "robot.replan_steps", self.replan_steps, "must be >= 1")
+        _positive("robot.max_joint_state_age_s", self.max_joint_state_age_s)
+        _positive("robot.velocity_per_unit", self.velocity_per_unit)
+        for name in ("joint_states", "instruction", "twist", "gripper", "chunk"):
+            value = getattr(self, f"{name}_topic")
+            _check(value.startswith("/"), f"robot.{name}_topic", value, "must be absolute")
+
+    @property
+    def joint_name_list(self) -> tuple[str, ...]:
+        return tuple(n.strip() for n in self.joint_names.split(","))
+
+
 @dataclass(frozen=True)
 class PlannerConfig:
     """The whole planner configuration."""
@@ -459,6 +503,7 @@ class PlannerConfig:
     fallback: FallbackConfig = field(default_factory=FallbackConfig)
     topics: TopicsConfig = field(default_factory=TopicsConfig)
     frames: FramesConfig = field(default_factory=FramesConfig)
+    robot: RobotConfig = field(default_factory=RobotConfig)
 
     def __post_init__(self) -> None:
         _check(len(self.cameras) >= 1, "cameras.names", [], "at least one camera is required")

@@ -235,12 +235,15 @@ def run_robot(args: argparse.Namespace) -> int:
             log_every=args.log_every,
             val_samples=args.val_samples,
             eval_samples=args.eval_samples,
+            teacher_max_s=None if args.max_minutes is None else args.max_minutes * 60 * 0.8,
+            student_max_s=None if args.max_minutes is None else args.max_minutes * 60 * 0.2,
         )
         command = _robot_command(args, arch, config, recipe)
         trainer = RobotTrainer(
             recipe, train_set, args.out, config, val_set, device, command=command, data=args.data
         )
-        final = trainer.fit()
+        torch.set_num_threads(args.num_threads)
+        final = trainer.fit(resume=args.resume)
     except (RobotDataError, SchemaError, TrainError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
