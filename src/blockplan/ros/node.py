@@ -25,7 +25,7 @@ With `model.embodiment: robot` (params/robot.yaml, launch/robot.launch.py) the s
 the robot policy: `RobotRuntime` instead of `PlannerRuntime`, the cameras, `robot.*_topic`
 joint states (sensor_msgs/JointState) and instruction (std_msgs/String) in, the stitched
 action as geometry_msgs/TwistStamped + std_msgs/Float64 (gripper) every tick and each new
-chunk as trajectory_msgs/JointTrajectory out (bags/robot_tick.py), the same diagnostics.
+chunk as trajectory_msgs/JointTrajectory out (messages/robot_tick.py), the same diagnostics.
 
 Topics from the config are used relative to the node's namespace (`namespace:=car1` gives
 `/car1/planning/trajectory`); `/diagnostics` stays absolute for the diagnostic aggregator.
@@ -58,8 +58,8 @@ from blockplan.bags import (
     image_msg_to_frame,
     odometry_to_ego,
 )
-from blockplan.bags.robot_tick import CHUNK, GRIPPER, TWIST, RobotTickMessages
 from blockplan.config import DEFAULT_NODE_NAME, ConfigError, PlannerConfig
+from blockplan.messages.robot_tick import CHUNK, GRIPPER, TWIST, RobotTickMessages
 from blockplan.messages.tick import (
     DIAGNOSTICS,
     DIAGNOSTICS_PERIOD_S,
