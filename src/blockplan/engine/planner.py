@@ -20,6 +20,7 @@ import torch
 from blockplan.config import PlannerConfig
 from blockplan.engine.decode import DecodeOptions, DecodeResult, decode
 from blockplan.engine.device import synchronize
+from blockplan.engine.flow import FlowSampler
 from blockplan.engine.embodiment import answer_format
 from blockplan.engine.frame_cache import VisionFeatureCache
 from blockplan.engine.kv_cache import KVCache
@@ -37,6 +38,7 @@ from blockplan.model.planner_model import PlannerModel
 from blockplan.model.weights import UNVERIFIED
 from blockplan.schema import DrivingSchema, PromptLayout, Tokenizer
 from blockplan.schema.action import ActionChunk, ActionSchema
+from blockplan.schema.codec import write_waypoints
 from blockplan.types import ActionPlan, DrivingAnswer, Observation, Plan, RobotObservation
 
 if TYPE_CHECKING:
@@ -135,6 +137,20 @@ class Planner:
             max_batch,
             num_threads=config.model.num_threads,
             folder=folder,
+        )
+        # A flow trajectory head (docs/ALGORITHMS.md §7.1): the text sections decode as
+        # configured, the head integrates the waypoints over the prefix cache.
+        head = getattr(self.model, "flow_head", None)
+        self.flow = (
+            None
+            if head is None
+            else FlowSampler(
+                head.eval(),
+                config.flow.num_steps,
+                config.flow.evaluate_steps,
+                # a backend that runs the head's exported graph (onnxruntime) offers it
+                velocity=getattr(self.runner, "flow_velocity", lambda: None)(),
+            )
         )
         # Streaming (engine/streaming.py): the vision cache is lossless, so on unless "off";
         # the K/V reuse is exact only for `streams_exactly` models, so "auto" keeps it off
@@ -236,10 +252,18 @@ class Planner:
             prefill_with=self.streamer.bind(observation.frames) if self.streamer else None,
             positions=self.positions,
             cache_attention=self.cache_attention,
+            flow=self.flow,
         )
         timings.update(result.timings_ms)
         t3 = time.perf_counter()
-        answers = [self.parse(row) for row in result.tokens]
+        rows = result.tokens
+        if result.waypoints is not None:  # the codec writes the flow waypoints into the slots
+            rows = np.stack([
+                write_waypoints(row, w, self.scaffold, self.tokenizer, self.schema)[0]
+                for row, w in zip(rows, result.waypoints, strict=True)
+            ])  # fmt: skip
+            result = dataclasses.replace(result, tokens=rows)
+        answers = [self.parse(row) for row in rows]
         timings["post"] = (time.perf_counter() - t3) * 1e3
         # vehicle: a Plan with (N, 5, 2) rollouts; robot: an ActionPlan with (N, H, D) chunks
         plan = self.format.make_plan(observation.stamp_ns, answers, timings, result.num_forwards)
