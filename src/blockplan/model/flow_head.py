@@ -93,6 +93,27 @@ class FlowHeadConfig:
         return cls(**kw)
 
 
+MASK_VALUE = -3.0e4  # finite: an fp16 graph never computes (-inf) - (-inf)
+
+
+def attend(
+    q: torch.Tensor,  # (B, H, N, D)
+    k: torch.Tensor,  # (B, Hkv, L, D), H a multiple of Hkv
+    v: torch.Tensor,  # (B, Hkv, L, D)
+    bias: torch.Tensor | None = None,  # (B, 1, 1, L) additive
+) -> torch.Tensor:
+    """Softmax attention written out (matmul, softmax), so the head exports to ONNX as is;
+    the query heads share the key/value heads in groups."""
+    groups = q.shape[1] // k.shape[1]
+    if groups > 1:
+        k = k.repeat_interleave(groups, dim=1)
+        v = v.repeat_interleave(groups, dim=1)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, H, N, L)
+    if bias is not None:
+        scores = scores + bias
+    return torch.softmax(scores, dim=-1) @ v  # (B, H, N, D)
+
+
 def time_embedding(tau: torch.Tensor, dim: int) -> torch.Tensor:
     """Sinusoidal features (B, dim) of flow times τ (B,) in [0, 1]."""
     half = dim // 2
@@ -133,15 +154,16 @@ class FlowLayer(nn.Module):
         t: torch.Tensor,  # (B, W) time features
         keys: torch.Tensor,  # (B, Hkv, L, D) pre-RoPE keys of the prefix
         values: torch.Tensor,  # (B, Hkv, L, D)
+        bias: torch.Tensor | None = None,  # (B, 1, 1, L) additive: padded key slots
     ) -> torch.Tensor:
         B, N, W = x.shape
         scale, shift = self.film(t)[:, None].chunk(2, dim=-1)  # (B, 1, W) each
         h = self.norm1(x) * (1 + scale) + shift
         q, k, v = self.qkv(h).view(B, N, 3, self.num_heads, W // self.num_heads).unbind(2)
-        a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        a = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
         x = x + self.proj(a.transpose(1, 2).reshape(B, N, W))
         q = self.cross_q(self.norm2(x)).view(B, N, self.cross_heads, self.head_dim).transpose(1, 2)
-        c = F.scaled_dot_product_attention(q, keys, values, enable_gqa=True)  # (B, Hc, N, D)
+        c = attend(q, keys, values, bias)  # (B, Hc, N, D)
         x = x + self.cross_o(c.transpose(1, 2).reshape(B, N, -1))
         return x + self.fc2(F.gelu(self.fc1(self.norm3(x))))
 
@@ -176,12 +198,17 @@ class FlowHead(nn.Module):
         tau: torch.Tensor,  # (B,)
         keys: torch.Tensor,  # (R, B, Hkv, L, D): the prefix keys of the R read layers
         values: torch.Tensor,  # (R, B, Hkv, L, D)
+        key_mask: torch.Tensor | None = None,  # (B, L) bool, True = a prefix slot (exported graphs)
     ) -> torch.Tensor:
-        """The velocity (B, 5, 2)."""
+        """The velocity (B, 5, 2). `key_mask` hides padded key slots: an exported graph
+        takes the prefix padded to the cache's length."""
         h = self.inp(x) + self.slot  # (B, 5, W)
         t = self.time(time_embedding(tau.to(x.dtype), self.config.width))  # (B, W)
+        bias = None
+        if key_mask is not None:
+            bias = torch.where(key_mask, 0.0, MASK_VALUE).to(x.dtype)[:, None, None]  # (B,1,1,L)
         for i, layer in enumerate(self.layers):
-            h = layer(h, t, keys[i], values[i])
+            h = layer(h, t, keys[i], values[i], bias)
         return self.out(self.norm(h))
 
     def normalise(self, waypoints: torch.Tensor) -> torch.Tensor:
