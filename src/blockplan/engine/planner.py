@@ -20,8 +20,8 @@ import torch
 from blockplan.config import PlannerConfig
 from blockplan.engine.decode import DecodeOptions, DecodeResult, decode
 from blockplan.engine.device import synchronize
-from blockplan.engine.flow import FlowSampler
 from blockplan.engine.embodiment import answer_format
+from blockplan.engine.flow import FlowSampler
 from blockplan.engine.frame_cache import VisionFeatureCache
 from blockplan.engine.kv_cache import KVCache
 from blockplan.engine.planner_parts import (

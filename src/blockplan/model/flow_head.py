@@ -252,28 +252,6 @@ def integrate(
     return x, calls
 
 
-def rectified_flow_loss(
-    head: FlowHead,
-    waypoints: torch.Tensor,  # (B, 5, 2) metres, the targets
-    keys: torch.Tensor,  # (R, B, Hkv, L, D)
-    values: torch.Tensor,
-    generator: torch.Generator | None = None,
-    samples_per_example: int = 1,
-) -> torch.Tensor:
-    """Mean squared error of the predicted velocity against x1 - x0 along the straight path
-    x_τ = (1 - τ)·x0 + τ·x1 (x0 Gaussian, x1 the normalised waypoints, τ uniform); each
-    example is drawn `samples_per_example` times (its prefix K/V repeated)."""
-    n = samples_per_example
-    x1 = head.normalise(waypoints).repeat(n, 1, 1)  # (nB, 5, 2)
-    keys = keys.repeat(1, n, 1, 1, 1)
-    values = values.repeat(1, n, 1, 1, 1)
-    x0 = torch.randn(x1.shape, generator=generator, dtype=x1.dtype).to(x1.device)
-    tau = torch.rand(x1.shape[0], generator=generator, dtype=x1.dtype).to(x1.device)
-    xt = (1 - tau[:, None, None]) * x0 + tau[:, None, None] * x1
-    v = head(xt, tau, keys, values)
-    return F.mse_loss(v.float(), (x1 - x0).float())
-
-
 class KVRecorder:
     """A KV store for a training forward without a cache: it keeps the pre-RoPE keys and the
     values of some layers (what the KV cache would hold) and hands attention the new K/V."""

@@ -230,9 +230,7 @@ class PlannerModel(nn.Module):
     ) -> PlannerModel:
         config = PlannerModelConfig.from_dict(raw)
         model = cls(config)
-        text = {
-            k: v for k, v in state.items() if not k.startswith((VISUAL_PREFIX, FLOW_PREFIX))
-        }
+        text = {k: v for k, v in state.items() if not k.startswith((VISUAL_PREFIX, FLOW_PREFIX))}
         decoder = decoder_from_state(config.decoder, text, where)
         model.decoder.load_state_dict(decoder.state_dict())
         visual = {
@@ -241,7 +239,9 @@ class PlannerModel(nn.Module):
             if k.startswith(VISUAL_PREFIX)
         }
         load_state(model.visual, visual, where)
-        flow = {k.removeprefix(FLOW_PREFIX): v for k, v in state.items() if k.startswith(FLOW_PREFIX)}
+        flow = {
+            k.removeprefix(FLOW_PREFIX): v for k, v in state.items() if k.startswith(FLOW_PREFIX)
+        }
         if model.flow_head is not None:
             load_state(model.flow_head, flow, where)
         elif flow:

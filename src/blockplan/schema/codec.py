@@ -143,7 +143,9 @@ def write_waypoints(
     vocab = template.vocab
     waypoints = np.asarray(waypoints, dtype=np.float64)
     if waypoints.shape != (schema.num_waypoints, 2):
-        raise SchemaError(f"waypoints shape {waypoints.shape}: expected ({schema.num_waypoints}, 2)")
+        raise SchemaError(
+            f"waypoints shape {waypoints.shape}: expected ({schema.num_waypoints}, 2)"
+        )
     chars: dict[str, list[str]] = {}
     num_clamped = 0
     for i in range(schema.num_waypoints):

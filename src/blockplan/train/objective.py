@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from blockplan.model.flow_head import KVRecorder, NUM_WAYPOINTS
+from blockplan.model.flow_head import NUM_WAYPOINTS, KVRecorder
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel
 from blockplan.schema import SECTION_NAMES
@@ -180,7 +180,6 @@ class SASDModule(nn.Module):
             out[f"ar/{name}"] = _mean_where(ar_ce, ar_sec == k)
             out[f"diffusion/{name}"] = _mean_where(diff_ce, diff_sec == k)
         return out
-
 
     def flow_loss(
         self,

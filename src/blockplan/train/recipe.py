@@ -113,9 +113,7 @@ class Recipe:
         waypoints = np.asarray(future_xy, dtype=np.float64)[:, 3::4].reshape(-1, 10)
         mean = [round(float(v), 4) for v in waypoints.mean(axis=0)]
         std = [round(float(max(v, MIN_STD_M)), 4) for v in waypoints.std(axis=0)]
-        head = dataclasses.replace(
-            mc.flow_head, waypoint_mean=tuple(mean), waypoint_std=tuple(std)
-        )
+        head = dataclasses.replace(mc.flow_head, waypoint_mean=tuple(mean), waypoint_std=tuple(std))
         return dataclasses.replace(self, model_config=dataclasses.replace(mc, flow_head=head))
 
     @cached_property
