@@ -71,7 +71,7 @@ def test_loss_is_text_sasd_plus_flow_and_flow_trains_the_decoder():
     torch.testing.assert_close(out["loss"].detach(), sasd + out["flow"])
     module.zero_grad()
     # the flow loss alone reaches the decoder through the prefix K/V (joint training)
-    keys, values = KVRecorder(module.read_layers), None
+    keys = KVRecorder(module.read_layers)
     module.hidden_states(prompt, answer, images, torch.from_numpy(noisy), keys)
     k, v = keys.prefix(module.prefix_len)
     loss = module.flow_loss(future[:, 3::4], k, v, torch.from_numpy(x0), torch.from_numpy(tau))
