@@ -40,9 +40,11 @@ def test_training_reads_the_kv_the_serving_cache_holds():
     module.hidden_states(prompt, answer, images, torch.from_numpy(noisy), recorder)
     keys, values = recorder.prefix(module.prefix_len)
     served_keys, served_values = planner.flow.prefix(planner.cache)
-    assert module.prefix_len == planner.cache.length == planner.prompt_len + rollout_section(
-        planner.scaffold
-    ).start
+    assert (
+        module.prefix_len
+        == planner.cache.length
+        == planner.prompt_len + rollout_section(planner.scaffold).start
+    )
     torch.testing.assert_close(keys, served_keys, rtol=0, atol=2e-4)
     torch.testing.assert_close(values, served_values, rtol=0, atol=2e-4)
 
