@@ -225,6 +225,40 @@ class PipelineConfig:
 
 
 @dataclass(frozen=True)
+class FlowConfig:
+    """The flow-matching trajectory head (models with `trajectory_head: flow`,
+    docs/ALGORITHMS.md §7.1): `num_steps` Euler steps from Gaussian noise; the head runs
+    at `evaluate_steps` (1-based, must include 1) and every other step reuses the last
+    computed velocity (adaptive step caching); an empty list evaluates every step.
+    Token-head models ignore this section."""
+
+    num_steps: int = 8
+    evaluate_steps: tuple[int, ...] = (1, 2, 7, 8)
+
+    def __post_init__(self) -> None:
+        _check(1 <= self.num_steps <= 256, "flow.num_steps", self.num_steps, "must be in [1, 256]")
+        steps = self.evaluate_steps
+        _check(
+            all(isinstance(k, int) and not isinstance(k, bool) for k in steps),
+            "flow.evaluate_steps",
+            list(steps),
+            "must be a list of integers",
+        )
+        _check(
+            not steps or (1 in steps and all(1 <= k <= self.num_steps for k in steps)),
+            "flow.evaluate_steps",
+            list(steps),
+            f"must include step 1 and lie in [1, num_steps={self.num_steps}] (empty: all)",
+        )
+        _check(
+            len(set(steps)) == len(steps),
+            "flow.evaluate_steps",
+            list(steps),
+            "must not repeat a step",
+        )
+
+
+@dataclass(frozen=True)
 class ControlConfig:
     """The fixed-rate control loop (docs/DESIGN.md §5)."""
 
@@ -494,6 +528,7 @@ class PlannerConfig:
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
     rollouts: RolloutConfig = field(default_factory=RolloutConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    flow: FlowConfig = field(default_factory=FlowConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
     cameras: tuple[CameraConfig, ...] = field(default_factory=_default_cameras)
     frame_window: FrameWindowConfig = field(default_factory=FrameWindowConfig)
@@ -553,6 +588,10 @@ def _coerce(where: str, value: Any, hint: Any) -> Any:
         if not isinstance(value, str):
             raise ConfigError(f"{where}={value!r}: must be a string")
         return value
+    if hint == tuple[int, ...]:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}={value!r}: must be a list of integers")
+        return tuple(_coerce(f"{where}[{i}]", v, int) for i, v in enumerate(value))
     raise TypeError(f"{where}: unsupported annotation {hint!r}")  # a bug in this module
 
 
@@ -611,8 +650,11 @@ def config_to_params(config: PlannerConfig) -> dict[str, Any]:
             out["cameras"] = {"names": [c.name for c in value]}
             for cam in value:
                 out["cameras"][cam.name] = {"topic": cam.topic, "transport": cam.transport}
-        else:
-            out[f.name] = dataclasses.asdict(value)
+        else:  # tuples (flow.evaluate_steps) as lists, like a params file writes them
+            out[f.name] = {
+                k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(value).items()
+            }
     return out
 
 

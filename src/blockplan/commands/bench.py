@@ -227,4 +227,8 @@ def _default_strategies(planner) -> tuple[str, ...]:
 
     if planner.config.model.embodiment == "robot":
         return ROBOT_BENCH_STRATEGIES
+    if planner.flow is not None:  # the strategies that decode a flow head's text sections
+        from blockplan.decoding.strategies import FLOW_STRATEGIES
+
+        return FLOW_STRATEGIES
     return STRATEGIES

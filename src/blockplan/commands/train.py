@@ -38,6 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="model size (reference; robot: robot-tiny)",
     )
     parser.add_argument(
+        "--trajectory-head",
+        default="tokens",
+        choices=["tokens", "flow"],
+        help="tokens: the answer's digit tokens; flow: a flow-matching head "
+        "over the decoder's prefix, trained jointly (docs/ALGORITHMS.md §7.1)",
+    )
+    parser.add_argument(
         "--cameras",
         nargs="+",
         default=["front_left", "front", "front_right", "rear"],
@@ -135,7 +142,13 @@ def run(args: argparse.Namespace) -> int:
             from blockplan.train.examples import read_manifest
 
             period = read_manifest(args.data).get("options", {}).get("frame_period_s")
-        recipe = Recipe.build(arch, tuple(args.cameras), num_frames, frame_period_s=period)
+        recipe = Recipe.build(
+            arch,
+            tuple(args.cameras),
+            num_frames,
+            frame_period_s=period,
+            trajectory_head=args.trajectory_head,
+        )
         show = ctx.is_main
         if args.data:
             train_set = load_examples(args.data, "train", recipe, progress=show)
@@ -147,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             train_set = load_fastddrive(args.fastddrive, recipe)
             val_set = load_fastddrive(args.val_fastddrive, recipe) if args.val_fastddrive else None
+        # The flow head normalises by the training targets (the encoding does not depend on it).
+        recipe = recipe.with_flow_statistics(train_set.future_xy)
         config = TrainConfig(
             steps=args.steps,
             batch_size=args.batch_size,

@@ -21,6 +21,7 @@ from blockplan.backends import create_backend
 from blockplan.config import PlannerConfig
 from blockplan.decoding.decode import DecodeOptions, DecodeResult, decode
 from blockplan.decoding.device import synchronize
+from blockplan.decoding.flow import FlowSampler
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel
@@ -36,6 +37,7 @@ from blockplan.planner.parts import (
 )
 from blockplan.schema import DrivingSchema, PromptLayout, Tokenizer
 from blockplan.schema.action import ActionChunk, ActionSchema
+from blockplan.schema.codec import write_waypoints
 from blockplan.streaming.frame_cache import VisionFeatureCache
 from blockplan.streaming.prefill import StreamingPrefill, StreamingStats
 from blockplan.types import ActionPlan, DrivingAnswer, Observation, Plan, RobotObservation
@@ -134,6 +136,20 @@ class Planner:
             max_batch,
             num_threads=config.model.num_threads,
             folder=folder,
+        )
+        # A flow trajectory head (docs/ALGORITHMS.md §7.1): the text sections decode as
+        # configured, the head integrates the waypoints over the prefix cache.
+        head = getattr(self.model, "flow_head", None)
+        self.flow = (
+            None
+            if head is None
+            else FlowSampler(
+                head.eval(),
+                config.flow.num_steps,
+                config.flow.evaluate_steps,
+                # a backend that runs the head's exported graph (onnxruntime) offers it
+                velocity=getattr(self.runner, "flow_velocity", lambda: None)(),
+            )
         )
         # Streaming (streaming/prefill.py): the vision cache is lossless, so on unless "off";
         # the K/V reuse is exact only for `streams_exactly` models, so "auto" keeps it off
@@ -246,10 +262,18 @@ class Planner:
             prefill_with=self.streamer.bind(observation.frames) if self.streamer else None,
             positions=self.positions,
             cache_attention=self.cache_attention,
+            flow=self.flow,
         )
         timings.update(result.timings_ms)
         t3 = time.perf_counter()
-        answers = [self.parse(row) for row in result.tokens]
+        rows = result.tokens
+        if result.waypoints is not None:  # the codec writes the flow waypoints into the slots
+            rows = np.stack([
+                write_waypoints(row, w, self.scaffold, self.tokenizer, self.schema)[0]
+                for row, w in zip(rows, result.waypoints, strict=True)
+            ])  # fmt: skip
+            result = dataclasses.replace(result, tokens=rows)
+        answers = [self.parse(row) for row in rows]
         timings["post"] = (time.perf_counter() - t3) * 1e3
         # vehicle: a Plan with (N, 5, 2) rollouts; robot: an ActionPlan with (N, H, D) chunks
         plan = self.format.make_plan(observation.stamp_ns, answers, timings, result.num_forwards)

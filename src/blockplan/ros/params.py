@@ -52,7 +52,7 @@ _ROS_TYPES = {bool: "bool", int: "integer", float: "double", str: "string"}
 @dataclass(frozen=True)
 class ParameterSpec:
     """One parameter as the node declares it. type: bool | integer | double | string |
-    string_array; `value_range` is inclusive and only set for integer / double."""
+    string_array | integer_array; `value_range` is inclusive and only set for integer / double."""
 
     name: str
     type: str
@@ -124,6 +124,8 @@ def _spec(name: str, value: Any) -> ParameterSpec:
     owner, hint = _owner_and_hint(name)
     if hint == list[str]:
         ros_type, default = "string_array", list(value)
+    elif hint == tuple[int, ...]:
+        ros_type, default = "integer_array", [int(v) for v in value]
     elif hint in _ROS_TYPES:
         ros_type, default = _ROS_TYPES[hint], hint(value)
     else:
