@@ -72,6 +72,7 @@ class Count(str, enum.Enum):
     DUPLICATE_ODOMETRY = "duplicate_odometry"
     OUT_OF_ORDER_ODOMETRY = "out_of_order_odometry"
     ODOMETRY_RESTARTS = "odometry_restarts"
+    OUT_OF_ORDER_JOINT_STATES = "out_of_order_joint_states"  # robots: an older /joint_states
 
 
 class InvalidInput(str, enum.Enum):
@@ -85,6 +86,8 @@ class InvalidInput(str, enum.Enum):
     ODOMETRY_INVALID_QUATERNION = "odometry_invalid_quaternion"
     UNSTAMPED_ODOMETRY = "unstamped_odometry"
     CORRUPT_MESSAGE = "corrupt_message"  # a bag record that does not deserialise
+    INVALID_JOINT_STATE = "invalid_joint_state"  # robots: joints missing, non-finite values
+    INVALID_INSTRUCTION = "invalid_instruction"  # robots: an empty instruction
 
 
 # What `blockplan: inputs` reports: dropped and rejected inputs (every InvalidInput too).
@@ -94,6 +97,7 @@ INPUT_COUNTS = (
     Count.DUPLICATE_ODOMETRY,
     Count.OUT_OF_ORDER_ODOMETRY,
     Count.ODOMETRY_RESTARTS,
+    Count.OUT_OF_ORDER_JOINT_STATES,
     Count.INVALID_INPUTS,
 )
 COMFORT_PREFIX = "comfort_"
