@@ -120,7 +120,6 @@ class Planner:
         self.prompt_mask = prompt_mask(template, mc.visual_attention)
         max_batch = config.rollouts.num_rollouts
         max_len = self.prompt_len + len(self.scaffold)
-        self.cache = KVCache.for_model(mc.decoder, max_len, max_batch, self.dtype, self.device)
         from blockplan.backends import create_backend  # the backends import the engine
 
         if not isinstance(model, PlannerModel) and config.model.backend != "torch":
@@ -135,7 +134,16 @@ class Planner:
             max_batch,
             num_threads=config.model.num_threads,
             folder=folder,
+            cuda_graphs=config.model.cuda_graphs,
         )
+        # A static-shape runner (model.cuda_graphs, backends/graphs.py) wants a spare slot
+        # for its pad rows and records its graphs for this cache before the first plan.
+        spare = getattr(self.runner, "spare_slots", 0)
+        self.cache = KVCache.for_model(
+            mc.decoder, max_len, max_batch, self.dtype, self.device, spare_slots=spare
+        )
+        if spare:
+            self.runner.prepare(self.cache)
         # Streaming (engine/streaming.py): the vision cache is lossless, so on unless "off";
         # the K/V reuse is exact only for `streams_exactly` models, so "auto" keeps it off
         # for the others ("on" opts in to the approximation). Torch backend only: it reads
