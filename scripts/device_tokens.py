@@ -23,8 +23,8 @@ import torch
 
 from blockplan.backends.graphs import DirectRunner, GraphBackend
 from blockplan.config import STRATEGIES, default_params_path, load_config
-from blockplan.engine.planner import Planner
-from blockplan.engine.synthetic import synthetic_observation
+from blockplan.planner.planner import Planner
+from blockplan.planner.synthetic import synthetic_observation
 
 ROOT = Path(__file__).resolve().parents[1]
 

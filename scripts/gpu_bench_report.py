@@ -52,6 +52,22 @@ def main(out: Path, dry: bool) -> str:
             cells = [f"{v['eager']} / {v['graphs']}" for k, v in per.items() if k[0] != "_"]
             lines.append(f"| {dtype} | " + " | ".join(cells) + " |")
         lines.append("")
+    tiny_cpu, device = load(out / "bench_tiny_cpu.json"), tokens["device"] if tokens else None
+    tiny_dev = load(out / f"bench_tiny_{device}.json") if device and device != "cpu" else None
+    if tiny_cpu:
+        cols = ["cpu"] + ([device] if tiny_dev else [])
+        lines += [
+            f"Random-init tiny ({tiny_cpu['model']['params']} parameters, eager), p50 ms:",
+            "",
+            "| strategy | " + " | ".join(cols) + " |",
+            "|---" * (len(cols) + 1) + "|",
+        ]
+        for name, s in tiny_cpu["strategies"].items():
+            cells = [str(s["latency_ms"]["p50"])]
+            if tiny_dev:
+                cells.append(str(tiny_dev["strategies"][name]["latency_ms"]["p50"]))
+            lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+        lines.append("")
     big = load(out / "bench_big.json")
     if big is None:
         lines += ["3B bench: no result (see gpu_bench.log)", ""]

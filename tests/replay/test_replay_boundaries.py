@@ -327,7 +327,7 @@ def test_duplicate_and_zero_quaternion_odometry_are_counted(tmp_path) -> None:
 def test_unverified_weights_are_recorded_everywhere(tmp_path) -> None:
     import torch
 
-    from blockplan.engine.planner import Planner
+    from blockplan.planner.planner import Planner
     from blockplan.replay import load_planner
 
     torch.set_num_threads(1)

@@ -109,7 +109,7 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root, t
 def test_runtime_takes_the_history_from_the_planner(repo_root):
     """The shipped model's config.json schema decides the rows and spacing; the odometry
     buffer keeps enough for the longest history."""
-    from blockplan.engine.planner import Planner
+    from blockplan.planner.planner import Planner
 
     config = load_config(default_params_path())
     planner = Planner.from_folder(repo_root / MODEL, config)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from blockplan.bags import TypestoreMessages
-from blockplan.bags.tick import REASONING, TickMessages, reasoning_record
 from blockplan.config import PlannerConfig
+from blockplan.messages.tick import REASONING, TickMessages, reasoning_record
 from blockplan.runtime import ConstantVelocityPlanner, PlannerRuntime, VirtualClock
 from blockplan.runtime.plans import PlanWindow
 from blockplan.types import Observation, Plan

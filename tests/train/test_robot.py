@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from blockplan.cli import main
-from blockplan.engine.embodiment import robot_config
-from blockplan.engine.planner import Planner
 from blockplan.model.planner_model import PlannerModel
+from blockplan.planner.embodiment import robot_config
+from blockplan.planner.planner import Planner
 from blockplan.train.distill import ChunkDiffusionModule
 from blockplan.train.forcing import (
     ChunkNoiseLayout,

@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 from blockplan.backends.base import TorchBackend
-from blockplan.engine.kv_cache import KVCache
+from blockplan.decoding.kv_cache import KVCache
 from blockplan.export.onnx_export import DEFAULT_WINDOWS
 from blockplan.model.layers import rope_cos_sin
 from blockplan.model.masks import causal_mask

@@ -29,7 +29,7 @@ from blockplan.closedloop.metrics import EpisodeResult, Trace
 from blockplan.closedloop.route import route_command
 from blockplan.closedloop.world import DT, ClosedLoopWorld
 from blockplan.config import PlannerConfig
-from blockplan.runtime import Planner, PlannerRuntime, VirtualClock
+from blockplan.runtime import PlannerRuntime, RuntimePlanner, VirtualClock
 from blockplan.sim.rig import Rig
 from blockplan.sim.roadmap import road_map_from_network
 from blockplan.sim.scenarios import SIM_HZ, Scenario
@@ -108,7 +108,7 @@ class PlannerDriver:
         self,
         world: ClosedLoopWorld,
         spec: EpisodeSpec,
-        planner: Planner,
+        planner: RuntimePlanner,
         config: PlannerConfig,
         rig: Rig,
         controller: ControllerConfig | None = None,
@@ -205,7 +205,7 @@ def run_expert_episode(
 def run_planner_episode(
     spec: EpisodeSpec,
     name: str,
-    planner: Planner,
+    planner: RuntimePlanner,
     config: PlannerConfig,
     rig: Rig,
     controller: ControllerConfig | None = None,

@@ -78,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="eager against the static-shape decode of model.cuda_graphs in one interleaved "
         "run (replayed CUDA graphs on a GPU; on a CPU the same path without capture), with "
-        "ms per forward by window width (backends/graph_bench.py)",
+        "ms per forward by window width (bench/graphs.py)",
     )
     parser.add_argument(
         "--forward-reps", type=int, default=10, help="--compare-graphs: timed calls per width"
@@ -96,8 +96,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from blockplan.engine.bench import run_bench
-    from blockplan.engine.planner import Planner, PlannerSetupError
+    from blockplan.bench.decoding import run_bench
+    from blockplan.planner.planner import Planner, PlannerSetupError
 
     strategies = [s for s in (args.strategies or "").split(",") if s]
     unknown = [s for s in strategies if s not in STRATEGIES]
@@ -133,12 +133,12 @@ def run(args: argparse.Namespace) -> int:
 
         return run_streaming(args, config)
     if not args.params and _is_qwen_source(args):
-        from blockplan.engine.qwen_planner import fastddrive_config
+        from blockplan.planner.qwen import fastddrive_config
 
         config = fastddrive_config(config)  # Fast-dDrive's 3 cameras, 1 frame each
     robot = None if args.params else _robot_source(args)
     if robot is not None:
-        from blockplan.engine.embodiment import robot_config
+        from blockplan.planner.embodiment import robot_config
 
         config = robot_config(config, *robot)  # the robot's cameras and frames
     try:
@@ -187,8 +187,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compare_backends(planner, backends, strategies, args, source: str) -> int:
-    from blockplan.backends.bench import run_backend_bench
-    from blockplan.engine.planner import Planner
+    from blockplan.bench.backends import run_backend_bench
+    from blockplan.planner.planner import Planner
 
     base = planner.config.with_params({"rollouts.num_rollouts": args.rollouts})
     folder = Path(args.model) if args.model else None
@@ -211,7 +211,7 @@ def _compare_backends(planner, backends, strategies, args, source: str) -> int:
 
 
 def _compare_graphs(planner, strategies, args, source: str) -> int:
-    from blockplan.backends.graph_bench import run_graph_bench
+    from blockplan.bench.graphs import run_graph_bench
 
     if planner.runner.name != "torch" or planner.config.model.cuda_graphs:
         print(
@@ -275,7 +275,7 @@ def _robot_source(args: argparse.Namespace) -> tuple[tuple[str, ...], int] | Non
 
 
 def _default_strategies(planner) -> tuple[str, ...]:
-    from blockplan.engine.embodiment import ROBOT_BENCH_STRATEGIES
+    from blockplan.planner.embodiment import ROBOT_BENCH_STRATEGIES
 
     if planner.config.model.embodiment == "robot":
         return ROBOT_BENCH_STRATEGIES

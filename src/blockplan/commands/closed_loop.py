@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _default_model(config) -> str:
-    from blockplan.runtime.model import RANDOM_INIT, ModelLoadError, resolve_model_dir
+    from blockplan.planner.loading import RANDOM_INIT, ModelLoadError, resolve_model_dir
 
     try:
         resolve_model_dir(config.model.dir)
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     from blockplan.closedloop import EpisodeSpec, run_evaluation
     from blockplan.config import ConfigError, default_params_path, load_config
-    from blockplan.runtime.model import ModelLoadError, load_model
+    from blockplan.planner.loading import ModelLoadError, load_model
     from blockplan.sim.rig import load_rig
     from blockplan.sim.scenarios import ScenarioError, get_scenario
 

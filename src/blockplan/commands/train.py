@@ -48,6 +48,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="continue from OUT/checkpoint when it exists")  # fmt: skip
     parser.add_argument("--init-from",
                         help="start from this model folder's weights (fine-tuning)")  # fmt: skip
+    parser.add_argument(
+        "--lateral-share",
+        type=float,
+        default=0.0,
+        help="per scenario, repeat samples whose future deviates laterally "
+        "by more than --lateral-threshold until they are at least this "
+        "share of the epoch (0: the data as it is)",
+    )
+    parser.add_argument(
+        "--lateral-threshold",
+        type=float,
+        default=1.0,
+        help="lateral deviation (m) that makes a sample lateral (1.0)",
+    )
     parser.add_argument("--num-threads", type=int, default=2, help="torch CPU threads (2)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where to train (auto: cuda when available)")  # fmt: skip
@@ -107,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
             weight_decay=args.weight_decay, warmup_steps=args.warmup, grad_clip=args.grad_clip,
             seed=args.seed, log_every=args.log_every, save_every=args.save_every,
             val_samples=args.val_samples, max_minutes=args.max_minutes,
+            lateral_share=args.lateral_share, lateral_threshold_m=args.lateral_threshold,
         )  # fmt: skip
         trainer = Trainer(recipe, train_set, args.out, config, ctx, val_set)
         if args.resume and trainer.resume():

@@ -31,7 +31,7 @@ VISUAL_PREFIX = "visual."
 # `frame_slot_embedding=False` the latter makes a frame's pre-RoPE keys and values at every
 # layer independent of the slot it occupies: its tokens see nothing outside the frame, their
 # inputs do not depend on the slot, and within-frame attention depends only on within-frame
-# distances (RoPE). Streaming the window (engine/streaming.py) is then exactly lossless.
+# distances (RoPE). Streaming the window (streaming/prefill.py) is then exactly lossless.
 VISUAL_ATTENTION = ("frame_and_header", "frame_only")
 # What the model drives (docs/DESIGN.md §1): `vehicle` (the driving schema, trained with the
 # two-stream SASD recipe) or `robot` (action chunks, trained with diffusion forcing).

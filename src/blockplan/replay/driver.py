@@ -32,15 +32,21 @@ from blockplan.bags import (
     path_to_arrays,
     time_to_ns,
 )
-from blockplan.bags.tick import model_status, reasoning_record
 from blockplan.config import PlannerConfig
+from blockplan.messages.tick import model_status, reasoning_record
+from blockplan.planner.loading import weights_of
 from blockplan.replay.metrics import replay_metrics, streaming_metrics
 from blockplan.replay.publish import OutputPublisher
 from blockplan.replay.record import ReplayLog
 from blockplan.replay.topics import InputTopics, ReplayOutputError, resolve_topics
 from blockplan.replay.truth import GroundTruthPaths, RecordedPath
-from blockplan.runtime import Planner, PlannerRuntime, RuntimeLimits, TickOutput, VirtualClock
-from blockplan.runtime.model import weights_of
+from blockplan.runtime import (
+    PlannerRuntime,
+    RuntimeLimits,
+    RuntimePlanner,
+    TickOutput,
+    VirtualClock,
+)
 from blockplan.runtime.plans import PlanWindow
 from blockplan.sim.topics import GT_PATH_TOPIC
 from blockplan.types import EgoState, seconds_to_ns
@@ -254,7 +260,7 @@ def _followed(windows: Sequence[PlanWindow], runtime: PlannerRuntime) -> dict[st
 def replay_bag(
     bag: str | Path,
     out_dir: str | Path,
-    planner: Planner,
+    planner: RuntimePlanner,
     config: PlannerConfig,
     timing: str = "ideal",
     rate_hz: float | None = None,

@@ -51,7 +51,8 @@ from blockplan.bags import (
     image_msg_to_frame,
     odometry_to_ego,
 )
-from blockplan.bags.tick import (
+from blockplan.config import DEFAULT_NODE_NAME, ConfigError, PlannerConfig
+from blockplan.messages.tick import (
     DIAGNOSTICS,
     DIAGNOSTICS_PERIOD_S,
     REASONING,
@@ -61,7 +62,13 @@ from blockplan.bags.tick import (
     model_status,
     node_status,
 )
-from blockplan.config import DEFAULT_NODE_NAME, ConfigError, PlannerConfig
+from blockplan.planner.loading import (
+    ModelLoadError,
+    load_verified_planner,
+    release_accelerator_memory,
+    warm_up,
+    weights_of,
+)
 from blockplan.ros.interfaces import (
     CAMERA_QOS,
     ODOMETRY_QOS,
@@ -81,13 +88,6 @@ from blockplan.ros.params import (
 )
 from blockplan.runtime import PlannerRuntime
 from blockplan.runtime.cpu import CpuMeter
-from blockplan.runtime.model import (
-    ModelLoadError,
-    load_verified_planner,
-    release_accelerator_memory,
-    warm_up,
-    weights_of,
-)
 
 EXIT_LINGER_S = 0.3
 

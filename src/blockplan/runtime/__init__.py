@@ -16,7 +16,7 @@ from blockplan.runtime.health import DiagnosticStatusData, Health
 from blockplan.runtime.limits import RuntimeLimits
 from blockplan.runtime.loop import PlannerRuntime
 from blockplan.runtime.output import TickOutput, choose_trajectory
-from blockplan.runtime.planner import ConstantVelocityPlanner, Planner
+from blockplan.runtime.planner import ConstantVelocityPlanner, RuntimePlanner
 from blockplan.runtime.plans import AcceptedPlan, InvalidPlanError, plan_trajectory
 from blockplan.runtime.worker import (
     InferenceRequest,
@@ -42,7 +42,7 @@ __all__ = [
     "InferenceWorker",
     "InvalidPlanError",
     "OdometryResult",
-    "Planner",
+    "RuntimePlanner",
     "PlannerRuntime",
     "PushResult",
     "RuntimeLimits",

@@ -29,7 +29,7 @@ from blockplan.runtime.frames import FrameWindow, PushResult, WindowSnapshot
 from blockplan.runtime.health import DiagnosticStatusData, Health
 from blockplan.runtime.limits import RuntimeLimits
 from blockplan.runtime.output import TickOutput, choose_trajectory
-from blockplan.runtime.planner import HistorySpec, Planner, history_spec
+from blockplan.runtime.planner import HistorySpec, RuntimePlanner, history_spec
 from blockplan.runtime.plans import AcceptedPlan, PlanWindow, RejectedPlan, plan_trajectory
 from blockplan.runtime.worker import (
     InferenceRequest,
@@ -50,7 +50,7 @@ class PlannerRuntime:
     def __init__(
         self,
         config: PlannerConfig,
-        planner: Planner,
+        planner: RuntimePlanner,
         clock: Clock,
         timing: str | None = None,
         limits: RuntimeLimits | None = None,

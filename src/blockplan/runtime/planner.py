@@ -17,8 +17,8 @@ from blockplan.types import (
 )
 
 
-class Planner(Protocol):
-    """Anything that turns an observation into a plan (blockplan.engine.Planner does)."""
+class RuntimePlanner(Protocol):
+    """Anything that turns an observation into a plan (blockplan.planner.Planner does)."""
 
     def plan(self, observation: Observation) -> Plan: ...
 
@@ -35,7 +35,7 @@ class HistorySpec(NamedTuple):
         return (self.num_states - 1) * self.period_s
 
 
-def history_spec(planner: Planner) -> HistorySpec:
+def history_spec(planner: RuntimePlanner) -> HistorySpec:
     """The history `planner` needs: its schema's (an engine planner reads it from the model's
     config.json), else the default schema's (what the data set records; the baselines)."""
     schema = getattr(planner, "schema", None)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from blockplan.runtime.clock import Clock, Stopwatch, default_stopwatch
-from blockplan.runtime.planner import Planner
+from blockplan.runtime.planner import RuntimePlanner
 from blockplan.runtime.plans import InvalidPlanError
 from blockplan.types import Observation, Plan
 
@@ -69,7 +69,10 @@ class _Outcome:
 
 
 def _run(
-    planner: Planner, postprocess: Postprocess, request: InferenceRequest, stopwatch: Stopwatch
+    planner: RuntimePlanner,
+    postprocess: Postprocess,
+    request: InferenceRequest,
+    stopwatch: Stopwatch,
 ) -> _Outcome:
     start = stopwatch()
     plan = processed = error_kind = error = None
@@ -112,7 +115,7 @@ class VirtualWorker:
 
     def __init__(
         self,
-        planner: Planner,
+        planner: RuntimePlanner,
         timing: str = "ideal",
         postprocess: Postprocess = _no_postprocess,
         stopwatch: Stopwatch = default_stopwatch,
@@ -157,7 +160,7 @@ class ThreadWorker:
 
     def __init__(
         self,
-        planner: Planner,
+        planner: RuntimePlanner,
         clock: Clock,
         postprocess: Postprocess = _no_postprocess,
         stopwatch: Stopwatch = default_stopwatch,
