@@ -37,7 +37,8 @@ else
   DEVICE=cuda PRESET="${PRESET:-qwen2.5-vl-3b}" DTYPE=bfloat16 ITERS=2 REPS=10 TINY_ITERS=2
   LIMIT_SCALE="${LIMIT_SCALE:-1}"
 fi
-log() { echo "[gpu_bench $(date -u +%H:%M:%S)] $*" | tee -a "${OUT_DIR}/gpu_bench.log"; }
+exec 3>&1  # the terminal: log lines go there even where a step's output is redirected
+log() { echo "[gpu_bench $(date -u +%H:%M:%S)] $*" | tee -a "${OUT_DIR}/gpu_bench.log" >&3; }
 step() {  # step NAME LIMIT_S COMMAND...: run under a time limit, log how it ended
   local name="$1" limit=$(( $2 * LIMIT_SCALE )); shift 2
   local start=${SECONDS}

@@ -250,7 +250,7 @@ def bandwidth_floor(
         out["note"] = "no --bandwidth-gbs: no floor computed"
         return out
     floor = {
-        str(w): round((weights + per_slot * (past + w)) / (bandwidth_gbs * 1e9) * 1e3, 4)
+        str(w): round((weights + per_slot * (past + w)) / (bandwidth_gbs * 1e9) * 1e3, 6)
         for w in widths
     }
     out["floor_ms"] = floor
