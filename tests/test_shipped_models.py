@@ -118,8 +118,22 @@ def test_streaming_equals_a_full_prefill_where_the_layout_allows(folder):
 @every_folder
 def test_bench_runs_on_the_folder(folder, tmp_path, capsys):
     report = tmp_path / "bench.json"
-    args = ["bench", "--model", str(folder), "--strategies", "scaffold_spec", "--iters", "1",
-            "--warmup", "0", "--no-hf", "--threads", "1", "--json", str(report)]  # fmt: skip
+    args = [
+        "bench",
+        "--model",
+        str(folder),
+        "--strategies",
+        "scaffold_spec",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+        "--no-hf",
+        "--threads",
+        "1",
+        "--json",
+        str(report),
+    ]
     assert main(args) == 0
     doc = json.loads(report.read_text())
     row = doc["strategies"]["scaffold_spec"]

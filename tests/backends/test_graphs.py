@@ -293,3 +293,14 @@ def test_gpu_qwen_graphs_equal_eager():
     eager, graphs = _on_cuda(base, False), _on_cuda(base, True)
     obs = synthetic_observation(config, 0)
     assert_same_plans(eager, graphs, [obs], ["ar", "scaffold_spec", "rollouts"])
+
+
+def test_a_flow_head_model_decodes_its_text_in_buckets():
+    eager = Planner.random_init("test-flow", configured(PlannerConfig(), "float64"), seed=2)
+    static = static_twin(eager)
+    assert static.flow is not None
+    obs = synthetic_observation(eager.config, 0)
+    a, b = eager.decode(obs, "scaffold_spec"), static.decode(obs, "scaffold_spec")
+    np.testing.assert_array_equal(b.result.tokens, a.result.tokens)
+    np.testing.assert_allclose(b.plan.rollouts, a.plan.rollouts, rtol=1e-9, atol=1e-9)
+    assert static.runner.stats.static > 0

@@ -13,7 +13,13 @@ from blockplan.messages.tick import (
     TickMessages,
     model_status,
 )
-from blockplan.runtime import ConstantVelocityPlanner, PlannerRuntime, VirtualClock
+from blockplan.runtime import (
+    ConstantVelocityPlanner,
+    PlannerRuntime,
+    VirtualClock,
+    VirtualWorker,
+    plan_postprocess,
+)
 from blockplan.types import CameraFrame, EgoState, seconds_to_ns
 
 MSGTYPES = {
@@ -33,7 +39,9 @@ def _run(num_ticks: int):
     """Drive the runtime as the node does (frames + odometry in, a tick per period)."""
     config = _config()
     clock = VirtualClock(seconds_to_ns(100.0))
-    runtime = PlannerRuntime(config, ConstantVelocityPlanner(), clock, timing="ideal")
+    runtime = PlannerRuntime(
+        config, VirtualWorker(ConstantVelocityPlanner(), "ideal", plan_postprocess(config)), clock
+    )
     messages = TickMessages(TypestoreMessages(), config)
     period = seconds_to_ns(1.0 / config.control.rate_hz)
     image = np.zeros((8, 12, 3), np.uint8)

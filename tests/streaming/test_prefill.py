@@ -134,3 +134,32 @@ def test_exact_in_float64_up_to_rounding():
         b, _ = prefill_logits(full, obs)
         assert (a - b).abs().max() <= 1e-10
     assert stream.streamer.stats.streamed == 3
+
+
+def test_streaming_on_where_it_cannot_stream_is_an_error():
+    """`streaming: on` with a backend that cannot stream fails the setup, naming why; `auto`
+    there streams nothing, and `streaming_stats()["mode"]` says "off", the mode in effect."""
+    from blockplan.backends import StepBackend, TorchGraphExecutor
+    from blockplan.planner.planner import PlannerSetupError
+
+    reference = Planner.random_init("test-stream", with_streaming(SMALL, "auto"), seed=4)
+    assert reference.streaming_stats()["mode"] == "auto" and reference.streamer is not None
+    executor = TorchGraphExecutor(reference.model, (4, 16, 64, 256), reference.cache.max_len)
+    graph = StepBackend("torch-graph", reference.model, executor)
+    parts = (reference.model, reference.tokenizer)
+    with pytest.raises(PlannerSetupError, match="streaming='on'.*torch-graph backend cannot"):
+        Planner(*parts, with_streaming(SMALL, "on"), reference.schema, backend=graph)
+    auto = Planner(*parts, with_streaming(SMALL, "auto"), reference.schema, backend=graph)
+    assert auto.streamer is None and auto.vision_cache is None
+    assert auto.streaming_stats()["mode"] == "off"
+
+
+def test_streaming_on_with_a_model_that_cannot_stream_is_an_error():
+    from blockplan.planner.planner import PlannerSetupError
+    from blockplan.planner.qwen import fastddrive_config
+
+    config = with_streaming(fastddrive_config(), "on")
+    with pytest.raises(PlannerSetupError, match="QwenPlannerModel cannot stream"):
+        Planner.random_init("qwen2.5-vl-test", config)
+    planner = Planner.random_init("qwen2.5-vl-test", fastddrive_config())
+    assert planner.streaming_stats()["mode"] == "off"

@@ -27,8 +27,9 @@ def test_bad_config_is_rejected():
 def test_resume_continues_exactly(recipe, dataset_dir, tmp_path):
     train = load_shards(dataset_dir, "train", recipe)
     val = load_shards(dataset_dir, "val", recipe)
-    config = TrainConfig(steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1,
-                         val_samples=2, seed=3)  # fmt: skip
+    config = TrainConfig(
+        steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
+    )
 
     straight = Trainer(recipe, train, tmp_path / "a", config, val_set=val, progress=False)
     final = straight.fit()
@@ -51,8 +52,9 @@ def test_init_from_copies_a_folders_weights(recipe, dataset_dir, tmp_path):
     config = TrainConfig(steps=1, batch_size=2, seed=5)
     source = Trainer(recipe, train, tmp_path / "a", config, progress=False)
     folder = source.model.save_pretrained(tmp_path / "m", recipe.tokenizer.to_str())
-    target = Trainer(recipe, train, tmp_path / "b", TrainConfig(steps=1, batch_size=2, seed=6),
-                     progress=False)  # fmt: skip
+    target = Trainer(
+        recipe, train, tmp_path / "b", TrainConfig(steps=1, batch_size=2, seed=6), progress=False
+    )
     assert parameter_digest(target.module) != parameter_digest(source.module)
     target.init_from(folder)
     assert parameter_digest(target.module) == parameter_digest(source.module)

@@ -54,7 +54,8 @@ def create_backend(
     if name == "onnxruntime":
         from blockplan.backends.ort import OrtExecutor
 
-        onnx_dir = _matching_export(folder, sha, max_len)
+        batches = (1, max_batch) if model.flow_head is not None else ()
+        onnx_dir = _matching_export(folder, sha, max_len, batches)
         if onnx_dir is not None:
             return StepBackend(name, model, OrtExecutor(onnx_dir, sha, num_threads))
         with tempfile.TemporaryDirectory(prefix="blockplan-onnx-") as tmp:
@@ -67,12 +68,17 @@ def create_backend(
     raise BackendSetupError(f"model.backend={name!r}: must be torch, onnxruntime or tensorrt")
 
 
-def _matching_export(folder: Path | None, sha: str, max_len: int) -> Path | None:
+def _matching_export(
+    folder: Path | None, sha: str, max_len: int, flow_batches: tuple[int, ...] = ()
+) -> Path | None:
     import json
 
     if folder is None or not (folder / ONNX_SUBDIR / SIDECAR).is_file():
         return None
     sidecar = json.loads((folder / ONNX_SUBDIR / SIDECAR).read_text())
     if sidecar.get("model_sha256") != sha or sidecar.get("max_len") != max_len:
+        return None
+    exported = set((sidecar.get("flow_head") or {}).get("batches", ()))
+    if not set(flow_batches) <= exported:  # a flow head's graph for each batch it runs at
         return None
     return folder / ONNX_SUBDIR

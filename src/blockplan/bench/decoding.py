@@ -153,6 +153,8 @@ def run_bench(
     # a robot model writes no text answer it could be compared on.
     with_hf = with_hf and planner.model.config.decoder.mrope_section is None
     with_hf = with_hf and getattr(planner.model.config, "embodiment", "vehicle") == "vehicle"
+    # HF generate decodes the digit tokens: nothing to compare a flow head's plan with.
+    with_hf = with_hf and planner.flow is None
     if with_hf:
         runners["hf_generate"] = hf_generate_runner(planner)
     inputs = [
@@ -198,10 +200,67 @@ def run_bench(
             report["scaffold_spec_speedup_vs_hf_generate"] = round(
                 hf_p50 / spec["latency_ms"]["p50"], 2
             )
+    if planner.flow is not None:
+        say("bench: flow head, cached vs uncached schedule")
+        report["flow_head"] = flow_head_report(planner, inputs[warmup:] or inputs, num_rollouts)
     if with_floor and planner.device.type == "cpu" and planner.runner.name == "torch":
         say("bench: compute floor (GEMM throughput, FLOPs per plan)")
         add_compute_floor(report, planner, strategies, inputs[0])
     return report
+
+
+def flow_head_report(
+    planner: Planner, inputs: Sequence[Observation], num_rollouts: int, repeats: int = 5
+) -> dict[str, Any]:
+    """`flow_head.*`: the head's integration with every Euler step evaluated (`ms_uncached`)
+    and with the configured `flow.evaluate_steps` (`ms_cached`), timed alternately on the
+    same prefix K/V (each input's, after its text sections) and the same noise, median
+    over inputs x repeats; `cached_speedup` = uncached / cached; `max_waypoint_diff_m` the
+    largest waypoint distance between the two over the inputs (`mean_waypoint_diff_m` the
+    mean). `n1` is one plan's noise; `n<N>` the N-rollout batch over the forked prefix."""
+    flow = planner.flow
+    every = tuple(range(1, flow.num_steps + 1))
+    out: dict[str, Any] = {
+        "num_steps": flow.num_steps,
+        "evaluate_steps": list(flow.evaluate_steps),
+        "head_params": sum(p.numel() for p in flow.head.parameters()),
+    }
+    seed = planner.config.rollouts.seed
+    for n in sorted({1, num_rollouts}):
+        times: dict[str, list[float]] = {"uncached": [], "cached": []}
+        diffs: list[float] = []
+        calls = {}
+        for obs in inputs:
+            planner.decode(obs, "scaffold_spec")  # the cache now holds this input's prefix
+            keys, values = (t.clone() for t in flow.prefix(planner.cache))
+            if n > 1:
+                keys = keys.expand(-1, n, -1, -1, -1).contiguous()
+                values = values.expand(-1, n, -1, -1, -1).contiguous()
+            from blockplan.decoding.flow import flow_noise
+
+            noise = flow_noise(seed, n, obs.stamp_ns)
+            result = {}
+            for _ in range(repeats):
+                for name, steps in (("uncached", every), ("cached", flow.evaluate_steps)):
+                    t0 = time.perf_counter()
+                    result[name], calls[name] = flow.sample_prefix(keys, values, noise, steps)
+                    times[name].append((time.perf_counter() - t0) * 1e3)
+            gap = np.linalg.norm(result["uncached"] - result["cached"], axis=-1)  # (n, 5)
+            diffs.append(float(gap.max()))
+            diffs.append(float(gap.mean()))
+        uncached = float(np.median(times["uncached"]))
+        cached = float(np.median(times["cached"]))
+        out[f"n{n}"] = {
+            "ms_uncached": round(uncached, 3),
+            "ms_cached": round(cached, 3),
+            "cached_speedup": round(uncached / cached, 3),
+            "max_waypoint_diff_m": round(max(diffs[0::2]), 4),
+            "mean_waypoint_diff_m": round(float(np.mean(diffs[1::2])), 4),
+            "evaluations": calls,
+        }
+    out.update({k: out["n1"][k] for k in ("ms_uncached", "ms_cached", "cached_speedup",
+                                          "max_waypoint_diff_m", "mean_waypoint_diff_m")})  # fmt: skip
+    return out
 
 
 def add_pipeline_report(report: dict[str, Any], runs: Sequence[Run]) -> None:

@@ -46,10 +46,15 @@ def observation_dependent(planner: Planner, draws: int = 4, seed: int = 0) -> np
     for i in range(max(draws, len(schema.route_commands))):
         history = rng.uniform(-999, 999, (schema.num_history, len(HISTORY_COLUMNS)))
         layout = render_prompt(
-            None, planner.tokenizer, schema, mc.camera_names, mc.num_frames,
-            mc.tokens_per_image, ego_history=history,
+            None,
+            planner.tokenizer,
+            schema,
+            mc.camera_names,
+            mc.num_frames,
+            mc.tokens_per_image,
+            ego_history=history,
             route_command=schema.route_commands[i % len(schema.route_commands)],
-        )  # fmt: skip
+        )
         varying |= np.asarray(layout.token_ids) != template
     return varying
 

@@ -44,13 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", help="params YAML (default: the shipped params/planner.yaml)")
     add_set_argument(parser)
     parser.add_argument(
-        "--threads", type=int, help="torch CPU threads (default: model.num_threads)"
+        "--threads", type=int, help="torch CPU threads (= --set model.num_threads=N)"
     )
-    parser.add_argument("--dtype", help="override model.dtype (float32, float64, ...)")
+    parser.add_argument("--dtype", help="= --set model.dtype=NAME (float32, float64, ...)")
     parser.add_argument(
         "--device",
-        help="override model.device (cpu, cuda, cuda:N): where the torch backend runs the "
-        "model, its K/V cache and the images",
+        help="= --set model.device=DEVICE (cpu, cuda, cuda:N): where the torch backend runs "
+        "the model, its K/V cache and the images",
     )
     parser.add_argument(
         "--layers",
@@ -61,8 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--backend",
-        help=f"override model.backend ({'|'.join(BACKENDS)}; onnxruntime exports the model "
-        "in-process first); a comma-separated list compares backends in one interleaved run",
+        help=f"= --set model.backend=NAME ({'|'.join(BACKENDS)}; onnxruntime exports the "
+        "model in-process first); a comma-separated list compares backends in one "
+        "interleaved run",
     )
     parser.add_argument(
         "--no-hf", action="store_true", help="skip the transformers generate baseline"
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    torch.set_num_threads(args.threads or config.model.num_threads)
+    torch.set_num_threads(config.model.num_threads)
     if args.streaming:
         from blockplan.commands.bench_streaming import run_streaming
 
@@ -279,4 +280,8 @@ def _default_strategies(planner) -> tuple[str, ...]:
 
     if planner.config.model.embodiment == "robot":
         return ROBOT_BENCH_STRATEGIES
+    if planner.flow is not None:  # the strategies that decode a flow head's text sections
+        from blockplan.decoding.strategies import FLOW_STRATEGIES
+
+        return FLOW_STRATEGIES
     return STRATEGIES

@@ -17,6 +17,7 @@ from blockplan.config import STRATEGIES, PlannerConfig
 from blockplan.decoding.block_loop import AnswerState, DecodeContext, TokenModel
 from blockplan.decoding.constraints import AnswerConstraints
 from blockplan.decoding.device import synchronize
+from blockplan.decoding.flow import FlowSampler, flow_noise
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.decoding.picking import SamplingPicker, rollout_streams
 from blockplan.decoding.pipelined import PipelineOptions, decode_pipelined
@@ -26,7 +27,9 @@ from blockplan.decoding.strategies import (
     decode_rollouts,
     decode_scaffold_spec,
     decode_section_diffusion,
+    decode_text_sections,
     prefill,
+    rollout_section,
 )
 from blockplan.model.positions import PromptPositions
 from blockplan.schema.layout import Scaffold
@@ -72,13 +75,17 @@ class DecodeOptions:
 @dataclass(frozen=True)
 class DecodeResult:
     """tokens: (N, A) answer ids (N rollouts, else 1). timings_ms: prefill and per section.
-    active_blocks: pipelined, the blocks denoised by each forward."""
+    active_blocks: pipelined, the blocks denoised by each forward. waypoints: a flow head's
+    (N, 5, 2) waypoints (m); `tokens` then hold the mask id at the trajectory's editable
+    slots, which the caller's codec fills. flow_evaluations: the head forwards it made."""
 
     tokens: np.ndarray
     num_forwards: int
     num_spec_steps: int
     timings_ms: dict[str, float]
     active_blocks: tuple[int, ...] = ()
+    waypoints: np.ndarray | None = None
+    flow_evaluations: int = 0
 
 
 def cached_strategy(options: DecodeOptions) -> Callable[[DecodeContext, AnswerState], None]:
@@ -117,6 +124,7 @@ def decode(
     prefill_with: Callable[[DecodeContext, torch.Tensor, torch.Tensor], AnswerState] | None = None,
     positions: PromptPositions | None = None,
     cache_attention: str = "causal",
+    flow: FlowSampler | None = None,
 ) -> DecodeResult:
     """Decode the answer of `scaffold` after the prompt with `options.strategy`.
 
@@ -127,6 +135,9 @@ def decode(
     `positions`: the prompt's rotary positions when they are not 0..P-1 (multimodal RoPE).
     `cache_attention`: how the diffusion strategies write a finished block's K/V, "causal" or
     "block" (`PlannerModelConfig.cache_attention`).
+    `flow`: the model's flow trajectory head — the text sections are decoded with the
+    strategy (`strategies.FLOW_STRATEGIES`), then the head integrates N noise samples over
+    the forked prefix (N = `num_rollouts` for `rollouts`, else 1).
     """
     P, A = embeds.shape[1], len(scaffold)
     if cache is None:
@@ -147,6 +158,8 @@ def decode(
         cache_attention=cache_attention,
     )
     t0 = time.perf_counter()
+    if flow is not None:
+        return _decode_with_flow(ctx, embeds, prompt_mask, options, flow, prefill_with)
     if options.strategy == "full_diffusion":
         state = decode_full_diffusion(
             ctx, embeds, prompt_mask, options.confidence_threshold, options.max_denoise_steps
@@ -167,4 +180,49 @@ def decode(
         num_spec_steps=ctx.stats.num_spec_steps,
         timings_ms=timings,
         active_blocks=tuple(ctx.stats.active_blocks),
+    )
+
+
+def _decode_with_flow(
+    ctx: DecodeContext,
+    embeds: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    options: DecodeOptions,
+    flow: FlowSampler,
+    prefill_with: Callable[[DecodeContext, torch.Tensor, torch.Tensor], AnswerState] | None,
+) -> DecodeResult:
+    """Text sections by the strategy, then the flow head over the (forked) prefix cache."""
+    from blockplan.decoding.strategies import FLOW_STRATEGIES
+
+    if options.strategy not in FLOW_STRATEGIES:
+        raise ValueError(
+            f"decoding.strategy={options.strategy!r}: a flow trajectory head decodes its text "
+            f"with one of {list(FLOW_STRATEGIES)}"
+        )
+    t0 = time.perf_counter()
+    state = (prefill_with or prefill)(ctx, embeds, prompt_mask)
+    synchronize(embeds.device)
+    timings = {"prefill": (time.perf_counter() - t0) * 1e3}
+    decode_text_sections(ctx, state, options.strategy, options.confidence_threshold)
+    timings.update(ctx.stats.section_ms)
+    t1 = time.perf_counter()
+    n = options.num_rollouts if options.strategy == "rollouts" else 1
+    if n > 1:
+        ctx.cache.fork(n)
+        state.fork(n)
+    noise = flow_noise(options.seed, n, options.stream_salt)
+    waypoints, calls = flow.sample(ctx.cache, noise)
+    synchronize(embeds.device)
+    timings["trajectory"] = (time.perf_counter() - t1) * 1e3
+    trajectory = rollout_section(ctx.scaffold)
+    before = state.is_known[:, : trajectory.start]
+    if not before.all():
+        raise RuntimeError(f"{options.strategy}: text slots left undecided")  # a bug
+    return DecodeResult(
+        tokens=state.tokens.cpu().numpy(),
+        num_forwards=ctx.stats.num_forwards,
+        num_spec_steps=ctx.stats.num_spec_steps,
+        timings_ms=timings,
+        waypoints=waypoints,
+        flow_evaluations=calls,
     )

@@ -216,3 +216,30 @@ def decode_full_diffusion(
                 commit_confident(ctx, state, 0, logits, -1.0)
     state.base = A
     return state
+
+
+# ---- the text sections before a flow trajectory head (docs/ALGORITHMS.md §7.1) -------------
+
+FLOW_STRATEGIES = ("ar", "scaffold_spec", "section_diffusion", "rollouts")
+
+
+def decode_text_sections(
+    ctx: DecodeContext, state: AnswerState, strategy: str, threshold: float
+) -> None:
+    """Decode the answer up to the trajectory with `strategy` (rollouts: greedy scaffold
+    spec, the fork comes after), leaving the cache holding the prompt and the reasoning
+    sections — the prefix the flow head reads."""
+    stop = rollout_section(ctx.scaffold).start
+    if strategy == "ar":
+        decode_span(ctx, state, stop, token_window, no_proposal, GreedyPicker())
+    elif strategy in ("scaffold_spec", "rollouts"):
+        decode_scaffold_spec(ctx, state, GreedyPicker(), stop=stop)
+    elif strategy == "section_diffusion":
+        close = draft_close if ctx.cache_attention == "block" else causal_close
+        propose = denoise_proposal(threshold)
+        decode_span(ctx, state, stop, block_window(ctx), propose, GreedyPicker(), close)
+    else:
+        raise ValueError(
+            f"decoding.strategy={strategy!r}: a flow trajectory head decodes its text with one "
+            f"of {list(FLOW_STRATEGIES)}"
+        )

@@ -111,21 +111,38 @@ def warmup_observation(config: PlannerConfig, shape: tuple[int, int] = WARMUP_IM
     return Observation(WARMUP_STAMP_NS, frames, history)
 
 
+def robot_warmup_observation(config: PlannerConfig, proprio_dim: int, shape=WARMUP_IMAGE_SHAPE):
+    """A robot planner's warm-up input: black frames, the state at zero, an instruction."""
+    from blockplan.types import RobotObservation
+
+    black = np.zeros((*shape, 3), np.uint8)
+    frames = tuple(
+        CameraFrame(name, WARMUP_STAMP_NS, black)
+        for name in config.camera_names
+        for _ in range(config.frame_window.num_frames)
+    )
+    return RobotObservation(WARMUP_STAMP_NS, frames, np.zeros(proprio_dim), "warm up")
+
+
+def _warmup_for(planner: RuntimePlanner, config: PlannerConfig):
+    if config.model.embodiment == "robot":
+        return robot_warmup_observation(config, int(planner.schema.proprio_dim))
+    return warmup_observation(config)
+
+
 def warm_up(planner: RuntimePlanner, config: PlannerConfig) -> float:
     """Run the planner once on `warmup_observation` (allocations, kernel selection, caches) so
     the first real request is not the slow one. Returns its latency (ms); raises ModelLoadError
     when it fails."""
     start = time.perf_counter()
     try:
-        planner.plan(warmup_observation(config))
+        planner.plan(_warmup_for(planner, config))
     except (ValueError, RuntimeError) as e:  # a parse failure, a shape mismatch, out of memory
         raise ModelLoadError(
             f"warm-up of {config.model.dir!r} failed: {type(e).__name__}: {e}"
         ) from e
     # The warm-up frames are no part of the stream: the first real plan starts it afresh.
-    reset_stream = getattr(planner, "reset_stream", None)  # engine planners stream
-    if reset_stream is not None:
-        reset_stream(clear_stats=True)
+    planner.reset()
     return (time.perf_counter() - start) * 1e3
 
 

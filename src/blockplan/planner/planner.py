@@ -21,6 +21,7 @@ from blockplan.backends import create_backend
 from blockplan.config import PlannerConfig
 from blockplan.decoding.decode import DecodeOptions, DecodeResult, decode
 from blockplan.decoding.device import synchronize
+from blockplan.decoding.flow import FlowSampler
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel
@@ -36,6 +37,7 @@ from blockplan.planner.parts import (
 )
 from blockplan.schema import DrivingSchema, PromptLayout, Tokenizer
 from blockplan.schema.action import ActionChunk, ActionSchema
+from blockplan.schema.codec import write_waypoints
 from blockplan.streaming.frame_cache import VisionFeatureCache
 from blockplan.streaming.prefill import StreamingPrefill, StreamingStats
 from blockplan.types import ActionPlan, DrivingAnswer, Observation, Plan, RobotObservation
@@ -82,7 +84,7 @@ class Planner:
                 f"frame_window.num_frames={config.frame_window.num_frames}: the model was "
                 f"built for {mc.num_frames}"
             )
-        trained_period = getattr(mc, "frame_period_s", None)  # Qwen2.5-VL configs have none
+        trained_period = mc.frame_period_s  # None: not recorded (Qwen2.5-VL folders)
         if (
             trained_period is not None
             and abs(config.frame_window.frame_period_s - trained_period) > 1e-9
@@ -103,7 +105,7 @@ class Planner:
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
         self.tokenizer = tokenizer
         # The embodiment's answer format (planner/embodiment.py): scaffold, prompt, parser.
-        embodiment = getattr(mc, "embodiment", "vehicle")
+        embodiment = mc.embodiment
         if config.model.embodiment != embodiment:
             raise PlannerSetupError(
                 f"model.embodiment={config.model.embodiment!r}: the model is a {embodiment} model"
@@ -112,7 +114,7 @@ class Planner:
         self.format = answer_format(self.schema)
         self.scaffold = self.format.scaffold(tokenizer, mc.block_size)
         self.constraints = self.format.constraints(self.scaffold, tokenizer, mc.decoder.vocab_size)
-        self.cache_attention = getattr(mc, "cache_attention", "causal")
+        self.cache_attention = mc.cache_attention
         template = self.render(None)
         self.prompt_len = len(template)
         # None for our models (positions 0..P-1); Qwen2.5-VL: multimodal RoPE positions
@@ -121,7 +123,7 @@ class Planner:
         self.prompt_mask = prompt_mask(template, mc.visual_attention)
         max_batch = config.rollouts.num_rollouts
         max_len = self.prompt_len + len(self.scaffold)
-        if not isinstance(model, PlannerModel) and config.model.backend != "torch":
+        if not mc.exportable and config.model.backend != "torch":
             raise PlannerSetupError(
                 f"model.backend={config.model.backend!r}: a {type(model).__name__} runs on "
                 "the torch backend only"
@@ -143,15 +145,40 @@ class Planner:
         )
         if spare:
             self.runner.prepare(self.cache)
+        # A flow trajectory head (docs/ALGORITHMS.md §7.1): the text sections decode as
+        # configured, the head integrates the waypoints over the prefix cache.
+        head = getattr(self.model, "flow_head", None)
+        self.flow = (
+            None
+            if head is None
+            else FlowSampler(
+                head.eval(),
+                config.flow.num_steps,
+                config.flow.evaluate_steps,
+                # a backend that runs the head's exported graph (onnxruntime) offers it
+                velocity=getattr(self.runner, "flow_velocity", lambda: None)(),
+            )
+        )
         # Streaming (streaming/prefill.py): the vision cache is lossless, so on unless "off";
         # the K/V reuse is exact only for `streams_exactly` models, so "auto" keeps it off
         # for the others ("on" opts in to the approximation). Torch backend only: it reads
         # the pre-RoPE keys the eager decoder writes and runs the vision tower in parts.
         # Frames are kept while a later window may pick them: up to T periods before the
         # newest frame (the window spans T-1, plus one for the nearest-frame choice).
-        # Our own planner models only: a Qwen2.5-VL prompt attends causally across frames.
-        is_ours = isinstance(model, PlannerModel)
-        mode = config.frame_window.streaming if self.runner.name == "torch" and is_ours else "off"
+        # Models that can stream only (`can_stream`; a Qwen2.5-VL prompt attends causally
+        # across frames). "on" where it cannot is an error; "auto" is then "off".
+        can_stream = self.runner.name == "torch" and mc.can_stream
+        mode = config.frame_window.streaming if can_stream else "off"
+        if config.frame_window.streaming == "on" and not can_stream:
+            why = (
+                f"a {type(model).__name__} cannot stream"
+                if not mc.can_stream
+                else f"the {self.runner.name} backend cannot stream (torch only)"
+            )
+            raise PlannerSetupError(
+                f"frame_window.streaming='on': {why}; use 'auto' (streams where it can) or 'off'"
+            )
+        self.streaming_mode = mode  # the mode in effect
         span_ns = int(mc.num_frames * config.frame_window.frame_period_s * 1e9)
         self.vision_cache = (
             VisionFeatureCache(self.model.visual, mc.num_frames, span_ns) if mode != "off" else None
@@ -243,10 +270,18 @@ class Planner:
             prefill_with=self.streamer.bind(observation.frames) if self.streamer else None,
             positions=self.positions,
             cache_attention=self.cache_attention,
+            flow=self.flow,
         )
         timings.update(result.timings_ms)
         t3 = time.perf_counter()
-        answers = [self.parse(row) for row in result.tokens]
+        rows = result.tokens
+        if result.waypoints is not None:  # the codec writes the flow waypoints into the slots
+            rows = np.stack([
+                write_waypoints(row, w, self.scaffold, self.tokenizer, self.schema)[0]
+                for row, w in zip(rows, result.waypoints, strict=True)
+            ])  # fmt: skip
+            result = dataclasses.replace(result, tokens=rows)
+        answers = [self.parse(row) for row in rows]
         timings["post"] = (time.perf_counter() - t3) * 1e3
         # vehicle: a Plan with (N, 5, 2) rollouts; robot: an ActionPlan with (N, H, D) chunks
         plan = self.format.make_plan(observation.stamp_ns, answers, timings, result.num_forwards)
@@ -275,12 +310,16 @@ class Planner:
             if clear_stats:
                 self.vision_cache.frames_encoded = 0
 
+    def reset(self) -> None:
+        """The runtime's reset (`RuntimePlanner`): forget the stream and zero its counters."""
+        self.reset_stream(clear_stats=True)
+
     def streaming_stats(self) -> dict[str, object]:
         """Streaming counters since the last `reset_stream(clear_stats=True)`: the mode, the
         images encoded, and the prefill's streamed ticks, full prefills by reason, frames
         reused and computed (`StreamingStats.as_dict`; None when it does not stream)."""
         return {
-            "mode": self.config.frame_window.streaming,
+            "mode": self.streaming_mode,
             "vision_cache": self.vision_cache is not None,
             "images_encoded": None
             if self.vision_cache is None

@@ -22,6 +22,11 @@ class RuntimePlanner(Protocol):
 
     def plan(self, observation: Observation) -> Plan: ...
 
+    def reset(self) -> None:
+        """Forget what carries over from one plan to the next (a streaming planner's frames
+        and counters): the next plan starts afresh, as after loading."""
+        ...
+
 
 class HistorySpec(NamedTuple):
     """The ego history a planner was trained with: `num_states` states `period_s` apart,
@@ -63,6 +68,9 @@ class ConstantVelocityPlanner:
             waypoints=waypoints,
         )
         return Plan(stamp_ns=observation.stamp_ns, answer=answer, rollouts=waypoints[None])
+
+    def reset(self) -> None:
+        """Nothing to forget: every plan depends on its observation only."""
 
 
 def plan_rollouts(plan: Plan) -> np.ndarray:

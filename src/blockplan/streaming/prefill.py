@@ -210,9 +210,12 @@ class StreamingPrefill:
             for j in range(N):
                 new_mask[j * G : (j + 1) * G, h + j * G : h + (j + 1) * G] = True
             model(
-                inputs_embeds=embeds[:, pos], positions=pos, mask=new_mask, cache=cache,
+                inputs_embeds=embeds[:, pos],
+                positions=pos,
+                mask=new_mask,
+                cache=cache,
                 num_logits=0,
-            )  # fmt: skip
+            )
             ctx.stats.num_forwards += 1
             cache.commit(N * G)
             raw = cache.raw_keys[:, 0, :, h : h + N * G]  # (layers, Hkv, N*G, D)
@@ -236,9 +239,12 @@ class StreamingPrefill:
             [past[None] <= text[:, None], text[None] <= text[:, None]], dim=1
         )  # (S, L + S)
         logits = model(
-            inputs_embeds=embeds[:, text], positions=text, mask=text_mask, cache=cache,
+            inputs_embeds=embeds[:, text],
+            positions=text,
+            mask=text_mask,
+            cache=cache,
             num_logits=1,
-        )  # fmt: skip  # (1, 1, V) predicting the first answer slot
+        )  # (1, 1, V) predicting the first answer slot
         ctx.stats.num_forwards += 1
         cache.commit(len(text))
         return AnswerState.start(ctx.scaffold, ctx.restrict(logits)[:, -1])

@@ -39,7 +39,7 @@ from blockplan.train.distributed import (
     parameter_digest,
 )
 from blockplan.train.examples import Examples
-from blockplan.train.objective import SASDModule, draw_noise
+from blockplan.train.objective import SASDModule, draw_flow_noise, draw_noise
 from blockplan.train.recipe import Recipe
 
 CHECKPOINT_DIR = "checkpoint"
@@ -206,9 +206,23 @@ class Trainer:
         mine = self.model.config
         if isinstance(source, PlannerModel) and source.config.frame_period_s is None:
             mine = dataclasses.replace(mine, frame_period_s=None)
+        # A token-head folder can start a flow-head run: the decoder and vision tower carry
+        # over, the head starts from its initialisation.
+        fresh_head = (
+            isinstance(source, PlannerModel)
+            and source.config.trajectory_head == "tokens"
+            and mine.trajectory_head == "flow"
+        )
+        if fresh_head:
+            mine = dataclasses.replace(mine, trajectory_head="tokens", flow_head=None)
         if not isinstance(source, PlannerModel) or source.config != mine:
             raise TrainError(f"{folder}: not a planner of this run's architecture and schema")
-        self.model.load_state_dict(source.state_dict())
+        result = self.model.load_state_dict(source.state_dict(), strict=not fresh_head)
+        if fresh_head and (
+            result.unexpected_keys
+            or any(not k.startswith("flow_head.") for k in result.missing_keys)
+        ):
+            raise TrainError(f"{folder}: tensors do not match: {result}")
 
     def save(self) -> None:
         if not self.ctx.is_main:
@@ -240,6 +254,11 @@ class Trainer:
         )
         batch["noisy_ids"] = torch.from_numpy(noisy)
         batch["noisy_masks"] = torch.from_numpy(masks)
+        if self.module.flow_head is not None:  # after the SASD noise: token runs draw as before
+            x0, tau = draw_flow_noise(len(indices), rng)
+            batch["flow_noise"], batch["flow_tau"] = torch.from_numpy(x0), torch.from_numpy(tau)
+            future = data.future_xy[np.asarray(indices, dtype=np.int64)]
+            batch["future_xy"] = torch.from_numpy(future.astype(np.float32))
         return {k: v.to(self.ctx.device) for k, v in batch.items()}
 
     def train_step(self, runner: nn.Module) -> dict[str, float]:
@@ -310,8 +329,9 @@ class Trainer:
             ids = [ctx.device.index] if ctx.device.type == "cuda" else None
             runner = DistributedDataParallel(self.module, device_ids=ids)
         self.module.train()
-        bar = tqdm(total=cfg.steps, initial=self.step, desc="train", unit="step",
-                   disable=not self.progress)  # fmt: skip
+        bar = tqdm(
+            total=cfg.steps, initial=self.step, desc="train", unit="step", disable=not self.progress
+        )
         started = time.monotonic()
         seen, t_log = 0, time.monotonic()
         last = cfg.steps if until is None else min(until, cfg.steps)
@@ -319,13 +339,20 @@ class Trainer:
             record = self.train_step(runner)
             seen += cfg.batch_size * ctx.world_size
             bar.update(1)
-            bar.set_postfix(loss=f"{record['loss']:.3f}", traj=f"{record['ar/trajectory']:.3f}")
+            key = "flow" if "flow" in record else "ar/trajectory"
+            bar.set_postfix(loss=f"{record['loss']:.3f}", traj=f"{record[key]:.3f}")
             if self.step % cfg.log_every == 0 or self.step == cfg.steps:
                 now = time.monotonic()
-                self.log({"event": "train", "step": self.step,
-                          "epoch": (self.step - 1) // self.steps_per_epoch,
-                          "samples_per_s": seen / max(now - t_log, 1e-9),
-                          "elapsed_s": now - started, **record})  # fmt: skip
+                self.log(
+                    {
+                        "event": "train",
+                        "step": self.step,
+                        "epoch": (self.step - 1) // self.steps_per_epoch,
+                        "samples_per_s": seen / max(now - t_log, 1e-9),
+                        "elapsed_s": now - started,
+                        **record,
+                    }
+                )
                 seen, t_log = 0, now
             stop = self.should_stop(started) or self.step == last
             if self.step % cfg.save_every == 0 or stop:
@@ -334,8 +361,13 @@ class Trainer:
                 break
         bar.close()
         digests = gather_digests(ctx, parameter_digest(self.module))
-        final = {"event": "done", "step": self.step, "best_val": self.best_val,
-                 "world_size": ctx.world_size, "param_digests": digests}  # fmt: skip
+        final = {
+            "event": "done",
+            "step": self.step,
+            "best_val": self.best_val,
+            "world_size": ctx.world_size,
+            "param_digests": digests,
+        }
         self.log(final)
         if len(set(digests)) != 1:
             raise TrainError(f"ranks ended with different parameters: {digests}")
