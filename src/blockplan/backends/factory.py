@@ -35,9 +35,19 @@ def create_backend(
     folder: Path | None = None,
     engine_dir: Path | None = None,
     precision: str = "fp16",
+    cuda_graphs: bool = False,
 ) -> Backend:
     """The `name` backend for `model`, with KV caches of `max_len` slots and up to
-    `max_batch` rows (`folder`: the model folder, searched for a matching export)."""
+    `max_batch` rows (`folder`: the model folder, searched for a matching export).
+    `cuda_graphs`: the torch backend's bucketed forwards replayed as CUDA graphs
+    (`backends/graphs.py`; the model must be on a CUDA device)."""
+    if name == "torch" and cuda_graphs:
+        from blockplan.backends.graphs import CudaGraphRunner, GraphBackend
+
+        device = next(model.parameters()).device
+        if device.type != "cuda":
+            raise BackendSetupError(f"model.cuda_graphs=true: the model is on {device}, not CUDA")
+        return GraphBackend(model, CudaGraphRunner(device))
     if name == "torch":
         return TorchBackend(model)
     sha = model_sha256(model)

@@ -11,6 +11,10 @@ A forward writes its S new tokens at slots [length, length + S) and sees [0, len
 they stay *pending* until `commit(n)` keeps the first n of them. A later forward overwrites
 whatever was not committed — that is how draft windows and rejected tokens are discarded.
 Nothing is allocated after construction.
+
+`spare_slots` extra slots after `max_len` belong to no token: the static-shape decode of
+`backends/graphs.py` sends its pad rows' K/V there (no forward the engine runs can reach
+them: `max_len` stays the limit).
 """
 
 from __future__ import annotations
@@ -35,14 +39,17 @@ class KVCache:
         max_batch: int = 1,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
+        spare_slots: int = 0,
     ) -> None:
-        shape = (num_layers, 2, max_batch, num_kv_heads, max_len, head_dim)
+        slots = max_len + spare_slots
+        shape = (num_layers, 2, max_batch, num_kv_heads, slots, head_dim)
         self.kv = torch.zeros(shape, dtype=dtype, device=device)
         self.raw_keys = torch.zeros(
-            (num_layers, max_batch, num_kv_heads, max_len, head_dim), dtype=dtype, device=device
+            (num_layers, max_batch, num_kv_heads, slots, head_dim), dtype=dtype, device=device
         )
         self.rope_theta = 10000.0  # set by `for_model`; used by `rebase`
-        self.positions = torch.zeros(max_batch, max_len, dtype=torch.long, device=device)
+        self.positions = torch.zeros(max_batch, slots, dtype=torch.long, device=device)
+        self.spare_slots = spare_slots
         self.max_len = max_len
         self.max_batch = max_batch
         self.length = 0  # committed slots
@@ -57,6 +64,7 @@ class KVCache:
         max_batch: int = 1,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
+        spare_slots: int = 0,
     ) -> KVCache:
         cache = cls(
             config.num_hidden_layers,
@@ -66,6 +74,7 @@ class KVCache:
             max_batch,
             dtype,
             device,
+            spare_slots,
         )
         cache.rope_theta = config.rope_theta
         return cache
