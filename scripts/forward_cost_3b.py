@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from blockplan.engine.kv_cache import KVCache
+from blockplan.decoding.kv_cache import KVCache
 from blockplan.model.decoder import Decoder
 from blockplan.model.masks import causal_mask
 from blockplan.model.qwen2_5_vl.presets import qwen2_5_vl_3b

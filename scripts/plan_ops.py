@@ -20,8 +20,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from blockplan.config import default_params_path, load_config
-from blockplan.engine.planner import Planner
-from blockplan.engine.synthetic import synthetic_input
+from blockplan.planner.planner import Planner
+from blockplan.planner.synthetic import synthetic_input
 
 
 class OpCounter(TorchDispatchMode):

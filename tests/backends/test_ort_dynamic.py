@@ -23,9 +23,7 @@ import pytest
 import torch
 
 from blockplan.config import STRATEGIES, PlannerConfig
-from blockplan.engine.bench import synthetic_observation
-from blockplan.engine.kv_cache import KVCache
-from blockplan.engine.planner import Planner
+from blockplan.decoding.kv_cache import KVCache
 from blockplan.export.onnx_export import (
     DYNAMIC_FILE,
     SIDECAR,
@@ -34,6 +32,8 @@ from blockplan.export.onnx_export import (
     model_sha256,
 )
 from blockplan.model.masks import block_causal_mask, causal_mask, draft_mask, pipeline_mask
+from blockplan.planner.planner import Planner
+from blockplan.planner.synthetic import synthetic_observation
 from tests.backends.conftest import with_backend
 
 pytest.importorskip("onnxruntime")
@@ -194,16 +194,17 @@ def test_rollouts_fork_the_prefix_and_each_row_is_its_own_decode(planners):
     np.testing.assert_array_equal(one.tokens[0], four.tokens[0])
 
 
-def test_streaming_configs_fall_back_to_full_prefills_with_the_same_tokens():
-    """Streaming reuses the eager decoder's K/V (torch only): an onnxruntime planner with
-    streaming on prefills in full each tick, and still plans the streaming torch planner's
-    tokens."""
-    from blockplan.engine.stream_sequence import stream_observation
+def test_streaming_auto_prefills_in_full_on_onnxruntime_with_the_same_tokens():
+    """Streaming reuses the eager decoder's K/V (torch only): under `auto` an onnxruntime
+    planner prefills in full each tick and still plans the streaming torch planner's tokens;
+    `on` is refused with the reason."""
+    from blockplan.bench.stream_sequence import stream_observation
+    from blockplan.planner.planner import PlannerSetupError
 
     config = with_backend(PlannerConfig(), "torch", 1)
-    config = config.with_params({"frame_window.streaming": "on"})
+    config = config.with_params({"frame_window.streaming": "auto"})
     torch_planner = Planner.random_init("test-stream", config, seed=2)
-    assert torch_planner.streamer is not None
+    assert torch_planner.streamer is not None  # an exactly streamable layout: auto streams
     ort = ort_twin(torch_planner)
     assert ort.streamer is None and ort.vision_cache is None
     for tick in range(3):
@@ -211,6 +212,9 @@ def test_streaming_configs_fall_back_to_full_prefills_with_the_same_tokens():
         want = torch_planner.decode(obs, "scaffold_spec").result.tokens
         np.testing.assert_array_equal(ort.decode(obs, "scaffold_spec").result.tokens, want)
     assert torch_planner.streamer.stats.streamed == 2  # the torch side did stream
+    on = with_backend(config.with_params({"frame_window.streaming": "on"}), "onnxruntime", 1)
+    with pytest.raises(PlannerSetupError, match="torch only"):
+        Planner(torch_planner.model, torch_planner.tokenizer, on, torch_planner.schema)
 
 
 @pytest.fixture(scope="module")

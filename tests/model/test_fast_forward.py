@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from blockplan.engine.kv_cache import KVCache
+from blockplan.decoding.kv_cache import KVCache
 from blockplan.model.config import DecoderConfig
 from blockplan.model.decoder import Decoder
 from blockplan.model.masks import causal_mask, draft_mask
