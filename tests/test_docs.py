@@ -21,6 +21,7 @@ def _texts():
 def _sections(name: str) -> set[str]:
     text = (ROOT / "docs" / f"{name}.md").read_text(encoding="utf-8")
     sections = set(re.findall(r"^## (\d+)\. ", text, flags=re.M))
+    sections |= set(re.findall(r"^### (\d+\.\d+) ", text, flags=re.M))  # `### 7.1 Title`
     # numbered items of a section: `5. **`rollouts`**` in §4 is §4.5
     current = None
     for line in text.splitlines():

@@ -59,7 +59,7 @@ def test_the_folder_is_small_verified_and_documented(folder):
 @every_folder
 def test_a_tampered_copy_does_not_load(folder, tmp_path):
     from blockplan.config import load_config, package_root
-    from blockplan.runtime.model import ModelLoadError, load_model
+    from blockplan.planner.loading import ModelLoadError, load_model
 
     copy = tmp_path / folder.name
     shutil.copytree(folder, copy)
@@ -73,8 +73,8 @@ def test_a_tampered_copy_does_not_load(folder, tmp_path):
 
 @every_folder
 def test_pipelined_with_serial_thresholds_equals_section_diffusion(folder):
-    from blockplan.engine.planner import Planner
-    from blockplan.engine.synthetic import synthetic_robot_observation
+    from blockplan.planner.planner import Planner
+    from blockplan.planner.synthetic import synthetic_robot_observation
 
     config, planner = robot_planner(folder)
     serial = dataclasses.replace(

@@ -65,25 +65,52 @@ def _one_of(where: str, value: str, allowed: tuple[str, ...]) -> None:
     _check(value in allowed, where, value, f"must be one of {list(allowed)}")
 
 
+# Field metadata, read by the validation here and by the node's parameters (ros/params.py):
+# the values a field allows and the ROS range of a bounded one come from the field itself.
+CHOICES_KEY, RANGE_KEY, NODE_KEY = "choices", "range", "node_parameter"
+
+
+def choice(default: str, choices: tuple[str, ...], node_parameter: bool = True) -> Any:
+    """A string field that must be one of `choices` (`_check_choices`; the node's parameter
+    lists them). `node_parameter=False`: a setting of the params file that the node neither
+    declares nor uses (replay's `control.timing`)."""
+    metadata = {CHOICES_KEY: choices, NODE_KEY: node_parameter}
+    return field(default=default, metadata=metadata)
+
+
+def bounded(default: float, low: float, high: float) -> Any:
+    """A number within [low, high]: the node's parameter range (ROS ranges are inclusive). The
+    class's `__post_init__` checks the exact bounds (an open end, e.g. a threshold > 0)."""
+    return field(default=default, metadata={RANGE_KEY: (low, high)})
+
+
+def _check_choices(obj: Any, where: str) -> None:
+    """Every `choice` field of the dataclass `obj` holds one of its choices (`where.field`)."""
+    for f in dataclasses.fields(obj):
+        if CHOICES_KEY in f.metadata:
+            _one_of(f"{where}.{f.name}", getattr(obj, f.name), f.metadata[CHOICES_KEY])
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Which model runs, on which backend. `dir` is relative to the params file's package
     share (or absolute)."""
 
     dir: str = "models/blockplan-tiny"
-    backend: str = "torch"
-    dtype: str = "float32"
+    backend: str = choice("torch", BACKENDS)
+    dtype: str = choice("float32", DTYPES)
     num_threads: int = 1
     device: str = "cpu"  # torch backend: cpu, cuda or cuda:N (model, K/V cache, images)
     # What the model drives: `vehicle` (the driving schema) or `robot` (action chunks); it
     # must match the model folder's `embodiment` (docs/DESIGN.md §1).
-    embodiment: str = "vehicle"
+    embodiment: str = choice("vehicle", EMBODIMENTS)
+    # Torch backend on a CUDA device: decode forwards in static (batch, window) buckets
+    # replayed as CUDA graphs, eager outside them (backends/graphs.py, docs/DECODING.md).
+    cuda_graphs: bool = False
 
     def __post_init__(self) -> None:
         _check(bool(self.dir), "model.dir", self.dir, "must not be empty")
-        _one_of("model.embodiment", self.embodiment, EMBODIMENTS)
-        _one_of("model.backend", self.backend, BACKENDS)
-        _one_of("model.dtype", self.dtype, DTYPES)
+        _check_choices(self, "model")
         _check(self.num_threads >= 1, "model.num_threads", self.num_threads, "must be >= 1")
         _check(
             re.fullmatch(r"cpu|cuda(:\d+)?", self.device) is not None,
@@ -97,18 +124,25 @@ class ModelConfig:
             self.device,
             f"applies to the torch backend only ({self.backend} places itself)",
         )
+        _check(
+            not self.cuda_graphs or (self.backend == "torch" and self.device != "cpu"),
+            "model.cuda_graphs",
+            self.cuda_graphs,
+            "needs model.backend=torch and model.device=cuda or cuda:N (CUDA graphs record "
+            f"GPU kernels; backend={self.backend}, device={self.device}: set it false)",
+        )
 
 
 @dataclass(frozen=True)
 class DecodingConfig:
     """Decoding strategy and its knobs (docs/ALGORITHMS.md §4)."""
 
-    strategy: str = "scaffold_spec"
-    confidence_threshold: float = 0.9
+    strategy: str = choice("scaffold_spec", STRATEGIES)
+    confidence_threshold: float = bounded(0.9, 0.0, 1.0)
     max_denoise_steps: int = 64
 
     def __post_init__(self) -> None:
-        _one_of("decoding.strategy", self.strategy, STRATEGIES)
+        _check_choices(self, "decoding")
         _check(
             0.0 < self.confidence_threshold <= 1.0,
             "decoding.confidence_threshold",
@@ -132,7 +166,7 @@ class RolloutConfig:
     of a fixed-width number moves a waypoint by 10 m or more); 0 keeps every rollout. At least
     the median-closest rollout is always kept."""
 
-    num_rollouts: int = 4
+    num_rollouts: int = bounded(4, 1, 64)
     temperature: float = 0.5
     seed: int = 0
     max_deviation_m: float = 5.0
@@ -168,9 +202,9 @@ class PipelineConfig:
     first block whose predecessors are complete decodes as in section diffusion. With
     add_threshold = 1 the pipeline is serial block diffusion."""
 
-    add_threshold: float = 0.3
-    activate_threshold: float = 0.7
-    semi_confidence: float = 0.5
+    add_threshold: float = bounded(0.3, 0.0, 1.0)
+    activate_threshold: float = bounded(0.7, 0.0, 1.0)
+    semi_confidence: float = bounded(0.5, 0.0, 1.0)
     commit_divisor: int = 3
 
     def __post_init__(self) -> None:
@@ -201,17 +235,53 @@ class PipelineConfig:
 
 
 @dataclass(frozen=True)
+class FlowConfig:
+    """The flow-matching trajectory head (models with `trajectory_head: flow`,
+    docs/ALGORITHMS.md §7.1): `num_steps` Euler steps from Gaussian noise; the head runs
+    at `evaluate_steps` (1-based, must include 1) and every other step reuses the last
+    computed velocity (adaptive step caching); an empty list evaluates every step.
+    Token-head models ignore this section."""
+
+    num_steps: int = 8
+    evaluate_steps: tuple[int, ...] = (1, 2, 7, 8)
+
+    def __post_init__(self) -> None:
+        _check(1 <= self.num_steps <= 256, "flow.num_steps", self.num_steps, "must be in [1, 256]")
+        steps = self.evaluate_steps
+        _check(
+            all(isinstance(k, int) and not isinstance(k, bool) for k in steps),
+            "flow.evaluate_steps",
+            list(steps),
+            "must be a list of integers",
+        )
+        _check(
+            not steps or (1 in steps and all(1 <= k <= self.num_steps for k in steps)),
+            "flow.evaluate_steps",
+            list(steps),
+            f"must include step 1 and lie in [1, num_steps={self.num_steps}] (empty: all)",
+        )
+        _check(
+            len(set(steps)) == len(steps),
+            "flow.evaluate_steps",
+            list(steps),
+            "must not repeat a step",
+        )
+
+
+@dataclass(frozen=True)
 class ControlConfig:
     """The fixed-rate control loop (docs/DESIGN.md §5)."""
 
     rate_hz: float = 10.0
     max_plan_age_s: float = 1.0
-    timing: str = "ideal"
+    # When a replayed plan becomes available (blockplan replay; the live node runs in real
+    # time and has no such setting).
+    timing: str = choice("ideal", TIMING_MODES, node_parameter=False)
 
     def __post_init__(self) -> None:
         _positive("control.rate_hz", self.rate_hz)
         _positive("control.max_plan_age_s", self.max_plan_age_s)
-        _one_of("control.timing", self.timing, TIMING_MODES)
+        _check_choices(self, "control")
 
 
 @dataclass(frozen=True)
@@ -220,7 +290,7 @@ class CameraConfig:
 
     name: str
     topic: str
-    transport: str = "raw"
+    transport: str = choice("raw", TRANSPORTS)
 
     def __post_init__(self) -> None:
         _check(
@@ -232,7 +302,7 @@ class CameraConfig:
         _check(
             self.topic.startswith("/"), f"cameras.{self.name}.topic", self.topic, "must be absolute"
         )
-        _one_of(f"cameras.{self.name}.transport", self.transport, TRANSPORTS)
+        _check_choices(self, f"cameras.{self.name}")
 
 
 def _default_cameras() -> tuple[CameraConfig, ...]:
@@ -247,14 +317,14 @@ class FrameWindowConfig:
     the period of its target time, one an earlier request already used (streaming reuses
     its K/V)."""
 
-    num_frames: int = 2
+    num_frames: int = bounded(2, 1, 16)
     frame_period_s: float = 0.5
     max_frame_age_s: float = 0.3
-    stale_camera_policy: str = "degrade"
+    stale_camera_policy: str = choice("degrade", STALE_CAMERA_POLICIES)
     # Streaming prefill (DECODING.md "Streaming"): "auto" = on for models whose frames stream
     # exactly (frame-only visual attention, no frame-slot embedding), off for the others;
     # "on" also streams the others (approximate, opt-in); "off" recomputes every tick.
-    streaming: str = "auto"
+    streaming: str = choice("auto", STREAMING_MODES)
     # RUNTIME.md "Windows that share frames": a fraction of frame_period_s (0.25: 0.125 s at
     # 0.5 s); 0 picks the frame nearest each target time.
     reuse_tolerance: float = 0.25
@@ -268,8 +338,7 @@ class FrameWindowConfig:
         )
         _positive("frame_window.frame_period_s", self.frame_period_s)
         _positive("frame_window.max_frame_age_s", self.max_frame_age_s)
-        _one_of("frame_window.stale_camera_policy", self.stale_camera_policy, STALE_CAMERA_POLICIES)
-        _one_of("frame_window.streaming", self.streaming, STREAMING_MODES)
+        _check_choices(self, "frame_window")
         _check(
             0.0 <= self.reuse_tolerance < 0.5,
             "frame_window.reuse_tolerance",
@@ -376,12 +445,12 @@ class ComfortConfig:
 class FallbackConfig:
     """What is published when there is no fresh valid plan."""
 
-    policy: str = "hold_last"
+    policy: str = choice("hold_last", FALLBACK_POLICIES)
     stop_deceleration: float = 2.0
     max_hold_age_s: float = 1.5
 
     def __post_init__(self) -> None:
-        _one_of("fallback.policy", self.policy, FALLBACK_POLICIES)
+        _check_choices(self, "fallback")
         _positive("fallback.stop_deceleration", self.stop_deceleration)
         _positive("fallback.max_hold_age_s", self.max_hold_age_s)
 
@@ -469,6 +538,7 @@ class PlannerConfig:
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
     rollouts: RolloutConfig = field(default_factory=RolloutConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    flow: FlowConfig = field(default_factory=FlowConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
     cameras: tuple[CameraConfig, ...] = field(default_factory=_default_cameras)
     frame_window: FrameWindowConfig = field(default_factory=FrameWindowConfig)
@@ -528,6 +598,10 @@ def _coerce(where: str, value: Any, hint: Any) -> Any:
         if not isinstance(value, str):
             raise ConfigError(f"{where}={value!r}: must be a string")
         return value
+    if hint == tuple[int, ...]:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}={value!r}: must be a list of integers")
+        return tuple(_coerce(f"{where}[{i}]", v, int) for i, v in enumerate(value))
     raise TypeError(f"{where}: unsupported annotation {hint!r}")  # a bug in this module
 
 
@@ -586,8 +660,11 @@ def config_to_params(config: PlannerConfig) -> dict[str, Any]:
             out["cameras"] = {"names": [c.name for c in value]}
             for cam in value:
                 out["cameras"][cam.name] = {"topic": cam.topic, "transport": cam.transport}
-        else:
-            out[f.name] = dataclasses.asdict(value)
+        else:  # tuples (flow.evaluate_steps) as lists, like a params file writes them
+            out[f.name] = {
+                k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(value).items()
+            }
     return out
 
 

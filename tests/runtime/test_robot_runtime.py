@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from blockplan.config import PlannerConfig
-from blockplan.engine.embodiment import robot_config
+from blockplan.planner.embodiment import robot_config
 from blockplan.runtime.clock import VirtualClock
 from blockplan.runtime.robot import RobotRuntime
 from blockplan.types import ActionPlan, CameraFrame

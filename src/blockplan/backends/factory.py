@@ -35,16 +35,27 @@ def create_backend(
     folder: Path | None = None,
     engine_dir: Path | None = None,
     precision: str = "fp16",
+    cuda_graphs: bool = False,
 ) -> Backend:
     """The `name` backend for `model`, with KV caches of `max_len` slots and up to
-    `max_batch` rows (`folder`: the model folder, searched for a matching export)."""
+    `max_batch` rows (`folder`: the model folder, searched for a matching export).
+    `cuda_graphs`: the torch backend's bucketed forwards replayed as CUDA graphs
+    (`backends/graphs.py`; the model must be on a CUDA device)."""
+    if name == "torch" and cuda_graphs:
+        from blockplan.backends.graphs import CudaGraphRunner, GraphBackend
+
+        device = next(model.parameters()).device
+        if device.type != "cuda":
+            raise BackendSetupError(f"model.cuda_graphs=true: the model is on {device}, not CUDA")
+        return GraphBackend(model, CudaGraphRunner(device))
     if name == "torch":
         return TorchBackend(model)
     sha = model_sha256(model)
     if name == "onnxruntime":
         from blockplan.backends.ort import OrtExecutor
 
-        onnx_dir = _matching_export(folder, sha, max_len)
+        batches = (1, max_batch) if model.flow_head is not None else ()
+        onnx_dir = _matching_export(folder, sha, max_len, batches)
         if onnx_dir is not None:
             return StepBackend(name, model, OrtExecutor(onnx_dir, sha, num_threads))
         with tempfile.TemporaryDirectory(prefix="blockplan-onnx-") as tmp:
@@ -57,12 +68,17 @@ def create_backend(
     raise BackendSetupError(f"model.backend={name!r}: must be torch, onnxruntime or tensorrt")
 
 
-def _matching_export(folder: Path | None, sha: str, max_len: int) -> Path | None:
+def _matching_export(
+    folder: Path | None, sha: str, max_len: int, flow_batches: tuple[int, ...] = ()
+) -> Path | None:
     import json
 
     if folder is None or not (folder / ONNX_SUBDIR / SIDECAR).is_file():
         return None
     sidecar = json.loads((folder / ONNX_SUBDIR / SIDECAR).read_text())
     if sidecar.get("model_sha256") != sha or sidecar.get("max_len") != max_len:
+        return None
+    exported = set((sidecar.get("flow_head") or {}).get("batches", ()))
+    if not set(flow_batches) <= exported:  # a flow head's graph for each batch it runs at
         return None
     return folder / ONNX_SUBDIR

@@ -38,6 +38,27 @@ class OrtExecutor:
         graphs = self.sidecar["graphs"]
         self.vision_session = session(graphs["vision"]["file"])
         self.step_sessions = {w: session(graphs[f"decoder_w{w}"]["file"]) for w in self.windows}
+        flow = self.sidecar.get("flow_head") or {}
+        self.flow_sessions = {
+            b: session(graphs[f"flow_b{b}"]["file"]) for b in flow.get("batches", ())
+        }
+
+    def flow(self, x, tau, keys, values, key_mask):
+        """The flow head's velocity graph of batch x.shape[0] (keys padded to max_len)."""
+        B = x.shape[0]
+        if B not in self.flow_sessions:
+            raise ValueError(
+                f"no flow head graph for batch {B} (exported: {sorted(self.flow_sessions)})"
+            )
+        feeds = {
+            "x": _numpy(x.float()),
+            "tau": _numpy(tau.float()),
+            "keys": _numpy(keys.float()),
+            "values": _numpy(values.float()),
+            "key_mask": _numpy(key_mask),
+        }
+        (velocity,) = self.flow_sessions[B].run(None, feeds)
+        return torch.from_numpy(velocity)
 
     def step(self, inputs_embeds, positions, attention_mask, past_kv):
         W = inputs_embeds.shape[1]

@@ -24,7 +24,7 @@ from typing import Protocol
 
 import torch
 
-from blockplan.engine.kv_cache import KVCache
+from blockplan.decoding.kv_cache import KVCache
 from blockplan.export.graphs import DecoderStep, VisionFrame
 from blockplan.model.config import DecoderConfig
 from blockplan.model.masks import causal_mask
@@ -86,6 +86,28 @@ class StepBackend:
     @property
     def decoder_config(self) -> DecoderConfig:
         return self.model.decoder_config
+
+    def flow_velocity(self):
+        """The flow head's exported velocity graph as the engine's `Velocity` (the prefix
+        K/V padded to the graph's L slots, the padding masked), or None when the executor
+        has none (the planner then runs the torch head)."""
+        flow = getattr(self.executor, "flow", None)
+        if flow is None or not getattr(self.executor, "flow_sessions", None):
+            return None
+        L = self.executor.max_len
+        dtype = self.dtype
+
+        def velocity(x, tau, keys, values):
+            R, B, H, n, D = keys.shape
+            padded_k = keys.new_zeros(R, B, H, L, D)
+            padded_v = values.new_zeros(R, B, H, L, D)
+            padded_k[..., :n, :] = keys
+            padded_v[..., :n, :] = values
+            mask = torch.zeros(B, L, dtype=torch.bool)
+            mask[:, :n] = True
+            return flow(x, tau, padded_k, padded_v, mask).to(dtype)
+
+        return velocity
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.model.embed(input_ids)

@@ -44,13 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", help="params YAML (default: the shipped params/planner.yaml)")
     add_set_argument(parser)
     parser.add_argument(
-        "--threads", type=int, help="torch CPU threads (default: model.num_threads)"
+        "--threads", type=int, help="torch CPU threads (= --set model.num_threads=N)"
     )
-    parser.add_argument("--dtype", help="override model.dtype (float32, float64, ...)")
+    parser.add_argument("--dtype", help="= --set model.dtype=NAME (float32, float64, ...)")
     parser.add_argument(
         "--device",
-        help="override model.device (cpu, cuda, cuda:N): where the torch backend runs the "
-        "model, its K/V cache and the images",
+        help="= --set model.device=DEVICE (cpu, cuda, cuda:N): where the torch backend runs "
+        "the model, its K/V cache and the images",
     )
     parser.add_argument(
         "--layers",
@@ -61,8 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--backend",
-        help=f"override model.backend ({'|'.join(BACKENDS)}; onnxruntime exports the model "
-        "in-process first); a comma-separated list compares backends in one interleaved run",
+        help=f"= --set model.backend=NAME ({'|'.join(BACKENDS)}; onnxruntime exports the "
+        "model in-process first); a comma-separated list compares backends in one "
+        "interleaved run",
     )
     parser.add_argument(
         "--no-hf", action="store_true", help="skip the transformers generate baseline"
@@ -73,6 +74,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip the compute floor (a GEMM micro-benchmark and one FLOP-counted plan per "
         "strategy; torch backend on a CPU only)",
     )
+    parser.add_argument(
+        "--compare-graphs",
+        action="store_true",
+        help="eager against the static-shape decode of model.cuda_graphs in one interleaved "
+        "run (replayed CUDA graphs on a GPU; on a CPU the same path without capture), with "
+        "ms per forward by window width (bench/graphs.py)",
+    )
+    parser.add_argument(
+        "--forward-reps", type=int, default=10, help="--compare-graphs: timed calls per width"
+    )
+    parser.add_argument(
+        "--bandwidth-gbs",
+        type=float,
+        help="--compare-graphs: the device's memory bandwidth in GB/s (e.g. 4800 for an H200), "
+        "for each forward's ratio to the bandwidth floor",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the report to this file")
     from blockplan.commands.bench_streaming import add_streaming_arguments
 
@@ -80,8 +97,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from blockplan.engine.bench import run_bench
-    from blockplan.engine.planner import Planner, PlannerSetupError
+    from blockplan.bench.decoding import run_bench
+    from blockplan.planner.planner import Planner, PlannerSetupError
 
     strategies = [s for s in (args.strategies or "").split(",") if s]
     unknown = [s for s in strategies if s not in STRATEGIES]
@@ -111,18 +128,18 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    torch.set_num_threads(args.threads or config.model.num_threads)
+    torch.set_num_threads(config.model.num_threads)
     if args.streaming:
         from blockplan.commands.bench_streaming import run_streaming
 
         return run_streaming(args, config)
     if not args.params and _is_qwen_source(args):
-        from blockplan.engine.qwen_planner import fastddrive_config
+        from blockplan.planner.qwen import fastddrive_config
 
         config = fastddrive_config(config)  # Fast-dDrive's 3 cameras, 1 frame each
     robot = None if args.params else _robot_source(args)
     if robot is not None:
-        from blockplan.engine.embodiment import robot_config
+        from blockplan.planner.embodiment import robot_config
 
         config = robot_config(config, *robot)  # the robot's cameras and frames
     try:
@@ -143,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         strategies = list(_default_strategies(planner))
     if len(backends) > 1:
         return _compare_backends(planner, backends, strategies, args, source)
+    if args.compare_graphs:
+        return _compare_graphs(planner, strategies, args, source)
     with_hf = not args.no_hf and importlib.util.find_spec("transformers") is not None
     report = run_bench(
         planner,
@@ -156,6 +175,9 @@ def run(args: argparse.Namespace) -> int:
         with_floor=not args.no_compute_floor,
     )
     report["model"] = {"source": source, "backend": planner.runner.name, **report["model"]}
+    report["model"]["cuda_graphs"] = planner.config.model.cuda_graphs
+    if hasattr(planner.runner, "report"):  # model.cuda_graphs: what ran in the buckets
+        report["graphs"] = planner.runner.report()
     if args.model:  # what the loader found: sha256-verified, or unverified (no manifest)
         report["model"]["weights"] = planner.weights
     text = json.dumps(report, indent=2)
@@ -166,8 +188,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compare_backends(planner, backends, strategies, args, source: str) -> int:
-    from blockplan.backends.bench import run_backend_bench
-    from blockplan.engine.planner import Planner
+    from blockplan.bench.backends import run_backend_bench
+    from blockplan.planner.planner import Planner
 
     base = planner.config.with_params({"rollouts.num_rollouts": args.rollouts})
     folder = Path(args.model) if args.model else None
@@ -180,6 +202,38 @@ def _compare_backends(planner, backends, strategies, args, source: str) -> int:
         )
     report = run_backend_bench(
         planners, strategies, args.iters, args.warmup, args.seed, progress=log.info
+    )
+    report["model"] = {"source": source, **report["model"]}
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 0
+
+
+def _compare_graphs(planner, strategies, args, source: str) -> int:
+    from blockplan.bench.graphs import run_graph_bench
+
+    if planner.runner.name != "torch" or planner.config.model.cuda_graphs:
+        print(
+            "error: --compare-graphs runs the torch backend with model.cuda_graphs=false "
+            "against the graph path itself",
+            file=sys.stderr,
+        )
+        return 2
+    if args.forward_reps < 1:
+        print("error: --forward-reps must be >= 1", file=sys.stderr)
+        return 2
+    report = run_graph_bench(
+        planner,
+        strategies,
+        args.rollouts,
+        args.iters,
+        args.warmup,
+        args.seed,
+        reps=args.forward_reps,
+        bandwidth_gbs=args.bandwidth_gbs,
+        progress=log.info,
     )
     report["model"] = {"source": source, **report["model"]}
     text = json.dumps(report, indent=2)
@@ -222,8 +276,12 @@ def _robot_source(args: argparse.Namespace) -> tuple[tuple[str, ...], int] | Non
 
 
 def _default_strategies(planner) -> tuple[str, ...]:
-    from blockplan.engine.embodiment import ROBOT_BENCH_STRATEGIES
+    from blockplan.planner.embodiment import ROBOT_BENCH_STRATEGIES
 
     if planner.config.model.embodiment == "robot":
         return ROBOT_BENCH_STRATEGIES
+    if planner.flow is not None:  # the strategies that decode a flow head's text sections
+        from blockplan.decoding.strategies import FLOW_STRATEGIES
+
+        return FLOW_STRATEGIES
     return STRATEGIES

@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _default_model(config) -> str:
-    from blockplan.runtime.model import RANDOM_INIT, ModelLoadError, resolve_model_dir
+    from blockplan.planner.loading import RANDOM_INIT, ModelLoadError, resolve_model_dir
 
     try:
         resolve_model_dir(config.model.dir)
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
     from blockplan.closedloop import EpisodeSpec, run_evaluation
     from blockplan.config import ConfigError, default_params_path, load_config
-    from blockplan.runtime.model import ModelLoadError, load_model
+    from blockplan.planner.loading import ModelLoadError, load_model
     from blockplan.sim.rig import load_rig
     from blockplan.sim.scenarios import ScenarioError, get_scenario
 
@@ -152,8 +152,8 @@ def run(args: argparse.Namespace) -> int:
 def robot_planner(model: str, params: str | None, overrides, control_hz: float | None = None):
     """(config, planner) of a robot model folder with params/robot.yaml (or `params`)."""
     from blockplan.config import load_config, package_root
-    from blockplan.engine.embodiment import robot_config
-    from blockplan.runtime.model import load_model
+    from blockplan.planner.embodiment import robot_config
+    from blockplan.planner.loading import load_model
 
     config = load_config(params or package_root() / "params" / "robot.yaml", overrides=overrides)
     if control_hz is not None:
@@ -167,7 +167,7 @@ def robot_planner(model: str, params: str | None, overrides, control_hz: float |
 def run_robot(args: argparse.Namespace) -> int:
     from blockplan.closedloop.robot import BlindPolicy, evaluate_robot
     from blockplan.config import ConfigError
-    from blockplan.runtime.model import ModelLoadError
+    from blockplan.planner.loading import ModelLoadError
     from blockplan.sim.manipulation import CONTROL_PERIOD_S, task_spec
 
     policies = args.policies or list(ROBOT_POLICIES)

@@ -1,7 +1,9 @@
 """Write a planner model as ONNX graphs with static shapes, plus a JSON sidecar.
 
 An export folder holds `vision.onnx` (one frame), one `decoder_w{W}.onnx` per window size W
-(the same `DecoderStep` graph at several static widths) and `export.json`:
+(the same `DecoderStep` graph at several static widths), for a flow-head model one
+`flow_b{B}.onnx` per batch size (B = 1 and `max_batch`: one plan and the rollouts; the head's
+velocity over the prefix K/V padded to L slots, docs/ALGORITHMS.md §7.1) and `export.json`:
 
     {"format": "blockplan-onnx", "opset": 17, "model_sha256": "...", "max_len": L,
      "max_batch": B, "windows": [8, 32, 96, 256], "graphs": {name: {file, sha256, inputs,
@@ -39,6 +41,8 @@ VISION_INPUTS = ("image", "camera_index", "frame_index")
 VISION_OUTPUTS = ("visual_tokens",)
 STEP_INPUTS = ("inputs_embeds", "positions", "attention_mask", "past_kv")
 STEP_OUTPUTS = ("logits", "new_kv", "new_raw_keys")
+FLOW_INPUTS = ("x", "tau", "keys", "values", "key_mask")
+FLOW_OUTPUTS = ("velocity",)
 
 
 class ExportError(UserError, ValueError):
@@ -77,6 +81,25 @@ def step_example(model: PlannerModel, window: int, max_len: int, batch: int = 1)
         mask,  # attention_mask (B, W, L + W)
         torch.zeros(n, 2, batch, hkv, max_len, d),  # past_kv (N, 2, B, Hkv, L, D)
     )
+
+
+def flow_file(batch: int) -> str:
+    return f"flow_b{batch}.onnx"
+
+
+def flow_batches(max_batch: int) -> tuple[int, ...]:
+    """The batch sizes a flow head is exported at: one plan, and the rollouts."""
+    return tuple(sorted({1, max_batch}))
+
+
+def flow_example(model: PlannerModel, max_len: int, batch: int):
+    """Example inputs of the flow head's velocity graph (prefix padded to `max_len`)."""
+    c = model.config.decoder
+    R = len(model.flow_head.layer_indices)
+    kv = torch.zeros(R, batch, c.num_key_value_heads, max_len, c.dim_per_head)
+    mask = torch.zeros(batch, max_len, dtype=torch.bool)
+    mask[:, : max_len // 2] = True
+    return torch.zeros(batch, 5, 2), torch.zeros(batch), kv, kv.clone(), mask
 
 
 def vision_example(model: PlannerModel):
@@ -162,6 +185,18 @@ def export_onnx(
             "inputs": _shapes(STEP_INPUTS, args, batch_axes),
             "outputs": _shapes(STEP_OUTPUTS, step(*args), batch_axes),
         }
+    if model.flow_head is not None:
+        head = model.flow_head.eval()
+        for b in flow_batches(max_batch):
+            args = flow_example(model, max_len, b)
+            name = flow_file(b)
+            _export(head, args, folder / name, FLOW_INPUTS, FLOW_OUTPUTS, opset)
+            graphs[f"flow_b{b}"] = {
+                "file": name,
+                "batch": b,
+                "inputs": _shapes(FLOW_INPUTS, args, {}),
+                "outputs": _shapes(FLOW_OUTPUTS, (head(*args),), {}),
+            }
     for entry in graphs.values():
         path = folder / entry["file"]
         if check:
@@ -186,6 +221,12 @@ def export_onnx(
             "head_dim": c.dim_per_head,
             "hidden_size": c.hidden_size,
             "vocab_size": c.vocab_size,
+        },
+        "flow_head": None
+        if model.flow_head is None
+        else {
+            "batches": list(flow_batches(max_batch)),
+            "read_layers": list(model.flow_head.layer_indices),
         },
         "vision": {
             "cameras": list(model.config.camera_names),

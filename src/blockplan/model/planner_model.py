@@ -17,6 +17,7 @@ from torch import nn
 
 from blockplan.model.config import DecoderConfig, ModelConfigError
 from blockplan.model.decoder import Decoder
+from blockplan.model.flow_head import TRAJECTORY_HEADS, FlowHead, FlowHeadConfig
 from blockplan.model.positions import PromptPositions
 from blockplan.model.vision import VisionConfig, VisionTower
 from blockplan.model.weights import decoder_from_state, load_state, save_folder
@@ -24,6 +25,7 @@ from blockplan.schema.layout import DEFAULT_BLOCK_SIZE, ImageSpan, PromptLayout
 
 MODEL_TYPE = "blockplan_planner"
 VISUAL_PREFIX = "visual."
+FLOW_PREFIX = "flow_head."
 
 # What a frame's visual tokens attend to in the prompt (text tokens always see everything
 # before them). "frame_and_header": the system header and their own frame — the layout of
@@ -31,7 +33,7 @@ VISUAL_PREFIX = "visual."
 # `frame_slot_embedding=False` the latter makes a frame's pre-RoPE keys and values at every
 # layer independent of the slot it occupies: its tokens see nothing outside the frame, their
 # inputs do not depend on the slot, and within-frame attention depends only on within-frame
-# distances (RoPE). Streaming the window (engine/streaming.py) is then exactly lossless.
+# distances (RoPE). Streaming the window (streaming/prefill.py) is then exactly lossless.
 VISUAL_ATTENTION = ("frame_and_header", "frame_only")
 # What the model drives (docs/DESIGN.md §1): `vehicle` (the driving schema, trained with the
 # two-stream SASD recipe) or `robot` (action chunks, trained with diffusion forcing).
@@ -52,8 +54,29 @@ class PlannerModelConfig:
     # None: not recorded (folders written before it was); the runtime then trusts its config.
     frame_period_s: float | None = None
     embodiment: str = "vehicle"  # one of EMBODIMENTS; `schema` is then an action schema
+    # How the trajectory is decoded (docs/ALGORITHMS.md §7.1): `tokens` (the answer's digit
+    # tokens) or `flow` (the flow-matching head over the decoder's prefix K/V, whose
+    # waypoints the codec writes into the trajectory slots).
+    trajectory_head: str = "tokens"
+    flow_head: FlowHeadConfig | None = None  # the head's settings when trajectory_head=flow
+
+    # What the serving paths can do with the model (the Planner reads these, never the class):
+    exportable = True  # static-shape graphs: `blockplan export`, onnxruntime / tensorrt
+    can_stream = True  # the streaming window: vision per frame, pre-RoPE K/V reuse
 
     def __post_init__(self) -> None:
+        if self.trajectory_head not in TRAJECTORY_HEADS:
+            raise ModelConfigError(
+                f"trajectory_head={self.trajectory_head!r}: must be one of {list(TRAJECTORY_HEADS)}"
+            )
+        if self.trajectory_head == "flow":
+            if self.embodiment != "vehicle":
+                raise ModelConfigError("trajectory_head='flow': vehicle models only")
+            if self.flow_head is None:
+                object.__setattr__(self, "flow_head", FlowHeadConfig())
+            self.flow_head.decoder_layers(self.decoder)  # raises on a layer out of range
+        elif self.flow_head is not None:
+            raise ModelConfigError("flow_head settings given, but trajectory_head is 'tokens'")
         if self.embodiment not in EMBODIMENTS:
             raise ModelConfigError(
                 f"embodiment={self.embodiment!r}: must be one of {list(EMBODIMENTS)}"
@@ -97,6 +120,8 @@ class PlannerModelConfig:
     def to_dict(self) -> dict[str, Any]:
         # Vehicle folders stay as they were: the key is written for robots only.
         extra = {} if self.embodiment == "vehicle" else {"embodiment": self.embodiment}
+        if self.trajectory_head == "flow":  # token-head folders stay as they were
+            extra |= {"trajectory_head": "flow", "flow_head": self.flow_head.to_dict()}
         return {
             "model_type": MODEL_TYPE,
             "text_config": self.decoder.to_dict(),
@@ -126,6 +151,10 @@ class PlannerModelConfig:
                 frame_slot_embedding=d.get("frame_slot_embedding", True),
                 frame_period_s=d.get("frame_period_s"),
                 embodiment=str(d.get("embodiment", "vehicle")),
+                trajectory_head=str(d.get("trajectory_head", "tokens")),
+                flow_head=None
+                if d.get("flow_head") is None
+                else FlowHeadConfig.from_dict(dict(d["flow_head"])),
             )
         except KeyError as e:
             raise ModelConfigError(f"config.json lacks {e.args[0]!r}") from e
@@ -144,6 +173,9 @@ class PlannerModel(nn.Module):
             len(config.camera_names),
             config.num_frames,
             frame_slot_embedding=config.frame_slot_embedding,
+        )
+        self.flow_head = (
+            FlowHead(config.flow_head, config.decoder) if config.trajectory_head == "flow" else None
         )
 
     def forward(self, input_ids: torch.Tensor | None = None, **kwargs: Any) -> torch.Tensor:
@@ -202,7 +234,7 @@ class PlannerModel(nn.Module):
     ) -> PlannerModel:
         config = PlannerModelConfig.from_dict(raw)
         model = cls(config)
-        text = {k: v for k, v in state.items() if not k.startswith(VISUAL_PREFIX)}
+        text = {k: v for k, v in state.items() if not k.startswith((VISUAL_PREFIX, FLOW_PREFIX))}
         decoder = decoder_from_state(config.decoder, text, where)
         model.decoder.load_state_dict(decoder.state_dict())
         visual = {
@@ -211,4 +243,11 @@ class PlannerModel(nn.Module):
             if k.startswith(VISUAL_PREFIX)
         }
         load_state(model.visual, visual, where)
+        flow = {
+            k.removeprefix(FLOW_PREFIX): v for k, v in state.items() if k.startswith(FLOW_PREFIX)
+        }
+        if model.flow_head is not None:
+            load_state(model.flow_head, flow, where)
+        elif flow:
+            raise ModelConfigError(f"{where}: flow_head.* tensors in a token-head model")
         return model

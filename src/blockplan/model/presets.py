@@ -44,9 +44,15 @@ VISION_PRESETS: dict[str, VisionConfig] = {
 STREAM_SUFFIX = "-stream"
 
 
+# "<preset>-flow" (e.g. `tiny-flow`): that preset with the flow-matching trajectory head
+# (docs/ALGORITHMS.md §7.1) at its default size.
+FLOW_SUFFIX = "-flow"
+
+
 def preset_names() -> list[str]:
     """Every preset name `preset_config` accepts."""
-    return sorted([*PRESETS, *(name + STREAM_SUFFIX for name in PRESETS)])
+    base = [*PRESETS, *(name + STREAM_SUFFIX for name in PRESETS)]
+    return sorted([*base, *(name + FLOW_SUFFIX for name in base)])
 
 
 def preset_config(
@@ -61,6 +67,8 @@ def preset_config(
     """A `PlannerModelConfig` of a named size; `schema` (a DrivingSchema) is recorded."""
     if preset not in preset_names():
         raise ModelConfigError(f"preset={preset!r}: must be one of {preset_names()}")
+    head = "flow" if preset.endswith(FLOW_SUFFIX) else "tokens"
+    preset = preset.removesuffix(FLOW_SUFFIX)
     streaming = preset.endswith(STREAM_SUFFIX)
     size = preset.removesuffix(STREAM_SUFFIX)
     decoder = DecoderConfig(
@@ -77,6 +85,7 @@ def preset_config(
         schema=schema_to_dict(schema) if schema is not None else {},
         visual_attention="frame_only" if streaming else "frame_and_header",
         frame_slot_embedding=not streaming,
+        trajectory_head=head,
     )
 
 

@@ -37,6 +37,7 @@ _PARAMETER_TYPES = {
     "double": ParameterType.PARAMETER_DOUBLE,
     "string": ParameterType.PARAMETER_STRING,
     "string_array": ParameterType.PARAMETER_STRING_ARRAY,
+    "integer_array": ParameterType.PARAMETER_INTEGER_ARRAY,
 }
 
 

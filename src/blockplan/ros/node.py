@@ -25,7 +25,7 @@ With `model.embodiment: robot` (params/robot.yaml, launch/robot.launch.py) the s
 the robot policy: `RobotRuntime` instead of `PlannerRuntime`, the cameras, `robot.*_topic`
 joint states (sensor_msgs/JointState) and instruction (std_msgs/String) in, the stitched
 action as geometry_msgs/TwistStamped + std_msgs/Float64 (gripper) every tick and each new
-chunk as trajectory_msgs/JointTrajectory out (bags/robot_tick.py), the same diagnostics.
+chunk as trajectory_msgs/JointTrajectory out (messages/robot_tick.py), the same diagnostics.
 
 Topics from the config are used relative to the node's namespace (`namespace:=car1` gives
 `/car1/planning/trajectory`); `/diagnostics` stays absolute for the diagnostic aggregator.
@@ -58,8 +58,9 @@ from blockplan.bags import (
     image_msg_to_frame,
     odometry_to_ego,
 )
-from blockplan.bags.robot_tick import CHUNK, GRIPPER, TWIST, RobotTickMessages
-from blockplan.bags.tick import (
+from blockplan.config import DEFAULT_NODE_NAME, ConfigError, PlannerConfig
+from blockplan.messages.robot_tick import CHUNK, GRIPPER, TWIST, RobotTickMessages
+from blockplan.messages.tick import (
     DIAGNOSTICS,
     DIAGNOSTICS_PERIOD_S,
     REASONING,
@@ -69,7 +70,13 @@ from blockplan.bags.tick import (
     model_status,
     node_status,
 )
-from blockplan.config import DEFAULT_NODE_NAME, ConfigError, PlannerConfig
+from blockplan.planner.loading import (
+    ModelLoadError,
+    load_verified_planner,
+    release_accelerator_memory,
+    warm_up,
+    weights_of,
+)
 from blockplan.ros.interfaces import (
     CAMERA_QOS,
     ODOMETRY_QOS,
@@ -87,15 +94,8 @@ from blockplan.ros.params import (
     node_topic,
     unknown_parameters,
 )
-from blockplan.runtime import PlannerRuntime
+from blockplan.runtime import InvalidInput, PlannerRuntime, ThreadWorker, plan_postprocess
 from blockplan.runtime.cpu import CpuMeter
-from blockplan.runtime.model import (
-    ModelLoadError,
-    load_verified_planner,
-    release_accelerator_memory,
-    warm_up,
-    weights_of,
-)
 from blockplan.runtime.robot import RobotRuntime
 
 EXIT_LINGER_S = 0.3
@@ -108,6 +108,7 @@ class PlannerNode(Node):
         super().__init__(node_name, **kwargs)
         self._ns = ModuleMessages()
         self._lock = threading.Lock()  # lifecycle transitions vs. timer callbacks
+        self._last_tick_ns: int | None = None
         self._input_group = ReentrantCallbackGroup()
         self._control_group = MutuallyExclusiveCallbackGroup()
         self._declared: dict[str, ParameterSpec] = {}
@@ -155,11 +156,13 @@ class PlannerNode(Node):
             release_accelerator_memory()
             return self._error("activate", e)
         with self._lock:
+            clock = RosClock(self)
             if _is_robot(config):
-                self._runtime = RobotRuntime(config, planner, RosClock(self))
+                self._runtime = RobotRuntime(config, planner, clock)
                 self._messages = RobotTickMessages(self._ns, config)
             else:
-                self._runtime = PlannerRuntime(config, planner, RosClock(self))
+                worker = ThreadWorker(planner, clock, plan_postprocess(config))
+                self._runtime = PlannerRuntime(config, worker, clock)
                 self._messages = TickMessages(self._ns, config)
             self._cpu = CpuMeter(getattr(self._runtime.worker, "thread_ident", None))
             self._cpu.sample(0)
@@ -336,7 +339,7 @@ class PlannerNode(Node):
             try:
                 frame = image_msg_to_frame(msg, camera)
             except ImageDecodeError as e:
-                runtime.on_invalid_input("invalid_image", f"{topic}: {e}")
+                runtime.on_invalid_input(InvalidInput.INVALID_IMAGE, f"{topic}: {e}")
                 return
             runtime.on_frame(frame)
 
@@ -349,7 +352,7 @@ class PlannerNode(Node):
         try:
             ego = odometry_to_ego(msg)
         except OdometryError as e:  # a zero quaternion: counted like any bad input
-            runtime.on_invalid_input("odometry_invalid_quaternion", str(e))
+            runtime.on_invalid_input(InvalidInput.ODOMETRY_INVALID_QUATERNION, str(e))
             return
         runtime.on_odometry(ego)
 
@@ -378,6 +381,13 @@ class PlannerNode(Node):
         with self._lock:
             if self._runtime is None or self._messages is None:
                 return
+            # Under sim time a late /clock can let the timer fire twice at one clock time;
+            # the second call is not a new control period (it would publish a second
+            # trajectory with the same stamp).
+            now = self.get_clock().now().nanoseconds
+            if now == self._last_tick_ns:
+                return
+            self._last_tick_ns = now
             for key, msg in self._messages.tick(self._runtime.tick()):
                 self._publish(key, msg)
 

@@ -31,7 +31,7 @@ from blockplan.schema.answer import (
 )
 from blockplan.schema.layout import Scaffold, Tokenizer
 from blockplan.schema.scaffold import SlotSpan, SlotVocab, Template, template_for
-from blockplan.schema.spec import DrivingSchema, SchemaError
+from blockplan.schema.spec import DrivingSchema, SchemaError, format_number
 from blockplan.types import DrivingAnswer, Lateral, Longitudinal
 
 
@@ -125,6 +125,41 @@ def encode_answer(
     return np.array(ids, dtype=np.int64), EncodeReport(
         num_tokens, is_truncated, num_dropped, num_clamped
     )
+
+
+def write_waypoints(
+    ids: np.ndarray,
+    waypoints: np.ndarray,
+    scaffold: Scaffold,
+    tokenizer: Tokenizer,
+    schema: DrivingSchema,
+) -> tuple[np.ndarray, int]:
+    """A copy of answer ids (A,) with the trajectory's sign and digit slots holding
+    `waypoints` (5, 2) as the fixed-width numbers `encode_answer` writes (rounded to the
+    schema's decimals, clamped to ±max), and how many coordinates were clamped. How a flow
+    head's continuous waypoints enter the answer text (docs/ALGORITHMS.md §7.1); the strict
+    parser then reads them back like any decoded answer. NaN raises `SchemaError`."""
+    template = template_for(scaffold, schema, tokenizer)
+    vocab = template.vocab
+    waypoints = np.asarray(waypoints, dtype=np.float64)
+    if waypoints.shape != (schema.num_waypoints, 2):
+        raise SchemaError(
+            f"waypoints shape {waypoints.shape}: expected ({schema.num_waypoints}, 2)"
+        )
+    chars: dict[str, list[str]] = {}
+    num_clamped = 0
+    for i in range(schema.num_waypoints):
+        for a, axis in enumerate(AXES):
+            number, is_clamped = format_number(float(waypoints[i, a]), schema)
+            num_clamped += is_clamped
+            sign = schema.sign_texts[number[0] == "-"]
+            chars[f"waypoints[{i}].{axis}"] = [sign] + [c for c in number[1:] if c != "."]
+    out = np.array(ids, dtype=np.int64, copy=True)
+    for span in template.slots:
+        if span.slot.kind not in (SIGN, DIGIT) or not span.slot.number.startswith("waypoints["):
+            continue
+        out[span.start] = vocab.char_ids[chars[span.slot.number].pop(0)]
+    return out, num_clamped
 
 
 def _until_null(values: list[int], vocab: SlotVocab, where: SlotSpan) -> list[int]:

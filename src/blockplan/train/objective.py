@@ -1,5 +1,7 @@
 """The SASD objective: 0.5·L_diffusion + 0.5·L_AR with section weights
-(docs/ALGORITHMS.md §1, §3).
+(docs/ALGORITHMS.md §1, §3); with a flow trajectory head (§7.1), the SASD loss of the text
+sections plus `FLOW_WEIGHT` × the rectified-flow loss of the head, which reads the clean
+stream's K/V of the prompt and the reasoning sections (what the KV cache holds at serving).
 
 `SASDModule` wraps a `PlannerModel` for training (and is what DDP wraps): its forward takes a
 batch and the noisy copies drawn by `noising`, builds the two-stream sequence
@@ -19,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from blockplan.model.flow_head import NUM_WAYPOINTS, KVRecorder
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel
 from blockplan.schema import SECTION_NAMES
@@ -34,6 +37,16 @@ from blockplan.train.streams import two_stream_mask, two_stream_positions
 DIFFUSION_WEIGHT = 0.5
 AR_WEIGHT = 0.5
 NUM_NOISY = 2  # the noisy copy and its complement
+FLOW_WEIGHT = 1.0  # the rectified-flow loss next to the SASD loss (flow head only)
+FLOW_SAMPLES = 4  # (noise, τ) draws per example and step: the head is cheap next to the decoder
+WAYPOINT_STRIDE = 4  # future_xy is 4 Hz from 0.25 s: the waypoints (1..5 s) are every 4th
+
+
+def draw_flow_noise(batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """x0 (FLOW_SAMPLES·B, 5, 2) standard normal and τ (FLOW_SAMPLES·B,) uniform in [0, 1)."""
+    n = FLOW_SAMPLES * batch_size
+    x0 = rng.standard_normal((n, NUM_WAYPOINTS, 2)).astype(np.float32)
+    return x0, rng.random(n).astype(np.float32)
 
 
 def draw_noise(
@@ -64,9 +77,15 @@ class SASDModule(nn.Module):
         self.register_buffer(
             "positions", two_stream_positions(P, A, NUM_NOISY), persistent=False
         )  # (S,)
-        self.register_buffer(
-            "weight", torch.tensor(self.layout.weight, dtype=torch.float32), persistent=False
-        )  # (A,)
+        weight = torch.tensor(self.layout.weight, dtype=torch.float32)  # (A,)
+        self.flow_head = model.flow_head
+        if self.flow_head is not None:
+            # The digit tokens of the trajectory are not decoded: only the text sections learn.
+            trajectory = scaffold.section("trajectory")
+            weight[trajectory.start : trajectory.end] = 0.0
+            self.prefix_len = P + trajectory.start  # the K/V the head reads
+            self.read_layers = self.flow_head.layer_indices
+        self.register_buffer("weight", weight, persistent=False)
         self.register_buffer(
             "section", torch.from_numpy(self.layout.section), persistent=False
         )  # (A,)
@@ -88,8 +107,10 @@ class SASDModule(nn.Module):
         answer_ids: torch.Tensor,  # (B, A)
         images: torch.Tensor,  # (B, K*T, H, W, 3) uint8
         noisy_ids: torch.Tensor,  # (B, n, A)
+        recorder: KVRecorder | None = None,
     ) -> torch.Tensor:
-        """Final-norm hidden states (B, S, W) of the two-stream sequence."""
+        """Final-norm hidden states (B, S, W) of the two-stream sequence; `recorder` keeps
+        the K/V of some layers."""
         B = answer_ids.shape[0]
         prompt = self.prompt_embeds(prompt_ids, images)  # (B, P, W)
         answers = torch.cat([answer_ids[:, None], noisy_ids], dim=1).reshape(B, -1)
@@ -100,6 +121,7 @@ class SASDModule(nn.Module):
             mask=self.mask,
             num_logits=0,
             return_hidden=True,
+            cache=recorder,
         )
         return hidden
 
@@ -110,9 +132,15 @@ class SASDModule(nn.Module):
         images: torch.Tensor,  # (B, K*T, H, W, 3) uint8
         noisy_ids: torch.Tensor,  # (B, NUM_NOISY, A)
         noisy_masks: torch.Tensor,  # (B, NUM_NOISY, A) bool
+        future_xy: torch.Tensor | None = None,  # (B, 20, 2) the flow head's targets
+        flow_noise: torch.Tensor | None = None,  # (FLOW_SAMPLES·B, 5, 2)
+        flow_tau: torch.Tensor | None = None,  # (FLOW_SAMPLES·B,)
     ) -> dict[str, torch.Tensor]:
         B, P, A = answer_ids.shape[0], self.prompt_len, self.answer_len
-        hidden = self.hidden_states(prompt_ids, answer_ids, images, noisy_ids)  # (B, S, W)
+        recorder = KVRecorder(self.read_layers) if self.flow_head is not None else None
+        hidden = self.hidden_states(
+            prompt_ids, answer_ids, images, noisy_ids, recorder
+        )  # (B, S, W)
         lm_head = self.model.decoder.lm_head
         # AR: editable position a from the clean stream's hidden state at P - 1 + a
         e = self.editable
@@ -140,10 +168,36 @@ class SASDModule(nn.Module):
             "ar": ar_loss.detach(),
             "diffusion": diff_loss.detach(),
         }
+        if self.flow_head is not None:
+            if future_xy is None or flow_noise is None or flow_tau is None:
+                raise ValueError("a flow-head model trains on future_xy, flow_noise, flow_tau")
+            keys, values = recorder.prefix(self.prefix_len)  # (R, B, Hkv, L, D)
+            waypoints = future_xy[:, WAYPOINT_STRIDE - 1 :: WAYPOINT_STRIDE].to(hidden.dtype)
+            flow = self.flow_loss(waypoints, keys, values, flow_noise, flow_tau)
+            out["loss"] = out["loss"] + FLOW_WEIGHT * flow
+            out["flow"] = flow.detach()
         for k, name in enumerate(SECTION_NAMES):
             out[f"ar/{name}"] = _mean_where(ar_ce, ar_sec == k)
             out[f"diffusion/{name}"] = _mean_where(diff_ce, diff_sec == k)
         return out
+
+    def flow_loss(
+        self,
+        waypoints: torch.Tensor,  # (B, 5, 2) metres
+        keys: torch.Tensor,  # (R, B, Hkv, L, D)
+        values: torch.Tensor,
+        x0: torch.Tensor,  # (n·B, 5, 2)
+        tau: torch.Tensor,  # (n·B,)
+    ) -> torch.Tensor:
+        """Rectified flow: the head's velocity at x_τ = (1 - τ)·x0 + τ·x1 against x1 - x0
+        (x1: the normalised waypoints), mean squared error; each example n times."""
+        head = self.flow_head
+        n = x0.shape[0] // waypoints.shape[0]
+        x1 = head.normalise(waypoints).repeat(n, 1, 1)  # (n·B, 5, 2)
+        x0, tau = x0.to(x1.dtype), tau.to(x1.dtype)
+        xt = (1 - tau[:, None, None]) * x0 + tau[:, None, None] * x1
+        v = head(xt, tau, keys.repeat(1, n, 1, 1, 1), values.repeat(1, n, 1, 1, 1))
+        return F.mse_loss(v.float(), (x1 - x0).float())
 
 
 def _mean_where(values: torch.Tensor, where: torch.Tensor) -> torch.Tensor:

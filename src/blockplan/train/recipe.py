@@ -13,6 +13,8 @@ import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
 from blockplan.model.config import DecoderConfig, ModelConfigError
 from blockplan.model.planner_model import PlannerModelConfig
 from blockplan.model.presets import PRESETS, VISION_PRESETS, schema_to_dict
@@ -39,6 +41,7 @@ REFERENCE_DECODER = dict(
     tie_word_embeddings=True,
 )
 REFERENCE_VISION = VisionConfig(image_height=48, image_width=80, channels=(8, 16, 32), grid=(2, 3))
+MIN_STD_M = 0.25  # the smallest waypoint deviation the flow head normalises by
 REFERENCE_SYSTEM_TEXT = "You are the planner of an autonomous vehicle. Answer in JSON."
 
 # name -> (decoder settings, vision config, exactly streamable visual layout)
@@ -72,9 +75,11 @@ class Recipe:
         tokenizer: Tokenizer | None = None,
         block_size: int = DEFAULT_BLOCK_SIZE,
         frame_period_s: float | None = None,
+        trajectory_head: str = "tokens",
     ) -> Recipe:
         """`frame_period_s`: the training frames' spacing, recorded in config.json (the
-        runtime refuses a frame window of another spacing)."""
+        runtime refuses a frame window of another spacing). `trajectory_head`: `tokens` or
+        `flow` (docs/ALGORITHMS.md §7.1; `with_flow_statistics` sets its normalisation)."""
         if arch not in ARCHS:
             raise ModelConfigError(f"arch={arch!r}: must be one of {sorted(ARCHS)}")
         decoder_kw, vision, streamable = ARCHS[arch]
@@ -93,8 +98,23 @@ class Recipe:
             visual_attention="frame_only" if streamable else "frame_and_header",
             frame_slot_embedding=not streamable,
             frame_period_s=frame_period_s,
+            trajectory_head=trajectory_head,
         )
         return cls(config, schema, tokenizer)
+
+    def with_flow_statistics(self, future_xy: np.ndarray) -> Recipe:
+        """The recipe with the flow head normalising waypoints by the mean and standard
+        deviation of the training targets (future_xy (N, 20, 2) at 4 Hz: waypoints every
+        4th); a token-head recipe is returned unchanged. Deviations below `MIN_STD_M` are
+        raised to it (a coordinate that barely varies would otherwise be amplified)."""
+        mc = self.model_config
+        if mc.trajectory_head != "flow":
+            return self
+        waypoints = np.asarray(future_xy, dtype=np.float64)[:, 3::4].reshape(-1, 10)
+        mean = [round(float(v), 4) for v in waypoints.mean(axis=0)]
+        std = [round(float(max(v, MIN_STD_M)), 4) for v in waypoints.std(axis=0)]
+        head = dataclasses.replace(mc.flow_head, waypoint_mean=tuple(mean), waypoint_std=tuple(std))
+        return dataclasses.replace(self, model_config=dataclasses.replace(mc, flow_head=head))
 
     @cached_property
     def scaffold(self) -> Scaffold:

@@ -296,8 +296,8 @@ class RobotTrainer:
         validation split) with the student: action MAE against the true chunk per strategy,
         forwards per plan, and the MAE of the true chunk's own bin centres (the floor)."""
         from blockplan.config import PlannerConfig
-        from blockplan.engine.embodiment import robot_config
-        from blockplan.engine.planner import Planner
+        from blockplan.planner.embodiment import robot_config
+        from blockplan.planner.planner import Planner
         from blockplan.schema.action import bin_centres, quantize
         from blockplan.types import CameraFrame, RobotObservation
 
