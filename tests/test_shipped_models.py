@@ -24,7 +24,12 @@ from blockplan.config import STRATEGIES, PlannerConfig, default_params_path, loa
 from blockplan.model.weights import read_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-MODELS = sorted(p for p in (REPO_ROOT / "models").glob("*") if (p / "config.json").is_file())
+# Vehicle folders; the robot ones (`embodiment: robot`) are tests/test_shipped_robot_models.py's.
+MODELS = sorted(
+    p
+    for p in (REPO_ROOT / "models").glob("*")
+    if (p / "config.json").is_file() and read_config(p).get("embodiment", "vehicle") != "robot"
+)
 OURS = "blockplan_planner"  # the model_type `blockplan export` and onnxruntime handle
 
 pytestmark = pytest.mark.skipif(not MODELS, reason="no model folder in models/")
