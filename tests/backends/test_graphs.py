@@ -145,10 +145,20 @@ def test_qwen_planner_answer_windows_in_buckets():
 @pytest.mark.parametrize("dtype", ["float32", pytest.param("float64", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("folder", MODELS, ids=[p.name for p in MODELS])
 def test_every_strategy_on_the_shipped_models(folder, dtype):
-    config = configured(load_config(REPO_ROOT / "params" / "planner.yaml"), dtype)
+    from blockplan.model.weights import read_config
+
+    is_robot = read_config(folder).get("embodiment") == "robot"  # params/robot.yaml's folders
+    params = REPO_ROOT / "params" / ("robot.yaml" if is_robot else "planner.yaml")
+    config = configured(load_config(params), dtype)
     eager = Planner.from_folder(folder, config)
     static = static_twin(eager)
-    assert_same_plans(eager, static, [synthetic_observation(config, 3)], STRATEGIES)
+    if is_robot:
+        from blockplan.planner.synthetic import synthetic_robot_observation
+
+        obs = synthetic_robot_observation(config, 3, eager.schema)
+    else:
+        obs = synthetic_observation(config, 3)
+    assert_same_plans(eager, static, [obs], STRATEGIES)
 
 
 # ---- the bookkeeping -------------------------------------------------------------------------
