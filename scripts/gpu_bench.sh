@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The torch backend on a CUDA GPU (no TensorRT needed; scripts/gpu_check.sh is TensorRT's):
-#   1. device tests: plans on the GPU equal the CPU's token for token (tests/engine/test_device.py)
+#   1. device tests: plans on the GPU equal the CPU's token for token (tests/decoding/test_device.py)
 #   2. the tiny model, CPU vs GPU (one bench each)
 #   3. Fast-dDrive's backbone shape (qwen2.5-vl-3b, random weights, bfloat16) on the GPU:
 #      ar, scaffold_spec and rollouts, beside the paper's H100 numbers.
@@ -28,7 +28,7 @@ print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", gpu)
 PY
 
 log "device tests"
-"${PY}" -m pytest -q tests/engine/test_device.py -p no:cacheprovider \
+"${PY}" -m pytest -q tests/decoding/test_device.py -p no:cacheprovider \
   2>&1 | tee "${OUT_DIR}/pytest.txt" | tail -3 || log "device tests FAILED: see pytest.txt"
 
 for device in cpu "${DEVICE}"; do

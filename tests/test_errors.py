@@ -19,7 +19,7 @@ from blockplan.config import ConfigError, PlannerConfig
 def model_folder(tmp_path_factory) -> Path:
     import torch
 
-    from blockplan.engine.planner import Planner
+    from blockplan.planner.planner import Planner
 
     torch.set_num_threads(1)
     planner = Planner.random_init("test", PlannerConfig())

@@ -67,8 +67,8 @@ def exported_copy(folder: Path, tmp: Path, windows: str) -> Path:
 @every_folder
 def test_export_and_onnxruntime_plans_equal_torch(folder, tmp_path, capsys):
     pytest.importorskip("onnxruntime")
-    from blockplan.engine.bench import synthetic_observation
-    from blockplan.engine.planner import Planner
+    from blockplan.planner.planner import Planner
+    from blockplan.planner.synthetic import synthetic_observation
 
     needs_export(folder)
     copy = exported_copy(folder, tmp_path, "8,256")
@@ -87,9 +87,9 @@ def test_export_and_onnxruntime_plans_equal_torch(folder, tmp_path, capsys):
 
 @every_folder
 def test_streaming_equals_a_full_prefill_where_the_layout_allows(folder):
-    from blockplan.engine.planner import Planner
-    from blockplan.engine.stream_sequence import stream_observation
-    from blockplan.engine.streaming_bench import prefill_logits, twin_planners
+    from blockplan.bench.stream_sequence import stream_observation
+    from blockplan.bench.streaming import prefill_logits, twin_planners
+    from blockplan.planner.planner import Planner
 
     config = shipped_config()
     planner = Planner.from_folder(folder, config)
@@ -118,8 +118,22 @@ def test_streaming_equals_a_full_prefill_where_the_layout_allows(folder):
 @every_folder
 def test_bench_runs_on_the_folder(folder, tmp_path, capsys):
     report = tmp_path / "bench.json"
-    args = ["bench", "--model", str(folder), "--strategies", "scaffold_spec", "--iters", "1",
-            "--warmup", "0", "--no-hf", "--threads", "1", "--json", str(report)]  # fmt: skip
+    args = [
+        "bench",
+        "--model",
+        str(folder),
+        "--strategies",
+        "scaffold_spec",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+        "--no-hf",
+        "--threads",
+        "1",
+        "--json",
+        str(report),
+    ]
     assert main(args) == 0
     doc = json.loads(report.read_text())
     row = doc["strategies"]["scaffold_spec"]
@@ -131,8 +145,8 @@ def test_bench_runs_on_the_folder(folder, tmp_path, capsys):
 @every_folder
 def test_every_strategy_on_onnxruntime_equals_torch(folder, tmp_path, capsys):
     pytest.importorskip("onnxruntime")
-    from blockplan.engine.bench import synthetic_observation
-    from blockplan.engine.planner import Planner
+    from blockplan.planner.planner import Planner
+    from blockplan.planner.synthetic import synthetic_observation
     from tests.backends.test_ort_parity import max_logit_gap
 
     needs_export(folder)

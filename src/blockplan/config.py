@@ -65,25 +65,49 @@ def _one_of(where: str, value: str, allowed: tuple[str, ...]) -> None:
     _check(value in allowed, where, value, f"must be one of {list(allowed)}")
 
 
+# Field metadata, read by the validation here and by the node's parameters (ros/params.py):
+# the values a field allows and the ROS range of a bounded one come from the field itself.
+CHOICES_KEY, RANGE_KEY, NODE_KEY = "choices", "range", "node_parameter"
+
+
+def choice(default: str, choices: tuple[str, ...], node_parameter: bool = True) -> Any:
+    """A string field that must be one of `choices` (`_check_choices`; the node's parameter
+    lists them). `node_parameter=False`: a setting of the params file that the node neither
+    declares nor uses (replay's `control.timing`)."""
+    metadata = {CHOICES_KEY: choices, NODE_KEY: node_parameter}
+    return field(default=default, metadata=metadata)
+
+
+def bounded(default: float, low: float, high: float) -> Any:
+    """A number within [low, high]: the node's parameter range (ROS ranges are inclusive). The
+    class's `__post_init__` checks the exact bounds (an open end, e.g. a threshold > 0)."""
+    return field(default=default, metadata={RANGE_KEY: (low, high)})
+
+
+def _check_choices(obj: Any, where: str) -> None:
+    """Every `choice` field of the dataclass `obj` holds one of its choices (`where.field`)."""
+    for f in dataclasses.fields(obj):
+        if CHOICES_KEY in f.metadata:
+            _one_of(f"{where}.{f.name}", getattr(obj, f.name), f.metadata[CHOICES_KEY])
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Which model runs, on which backend. `dir` is relative to the params file's package
     share (or absolute)."""
 
     dir: str = "models/blockplan-tiny"
-    backend: str = "torch"
-    dtype: str = "float32"
+    backend: str = choice("torch", BACKENDS)
+    dtype: str = choice("float32", DTYPES)
     num_threads: int = 1
     device: str = "cpu"  # torch backend: cpu, cuda or cuda:N (model, K/V cache, images)
     # What the model drives: `vehicle` (the driving schema) or `robot` (action chunks); it
     # must match the model folder's `embodiment` (docs/DESIGN.md §1).
-    embodiment: str = "vehicle"
+    embodiment: str = choice("vehicle", EMBODIMENTS)
 
     def __post_init__(self) -> None:
         _check(bool(self.dir), "model.dir", self.dir, "must not be empty")
-        _one_of("model.embodiment", self.embodiment, EMBODIMENTS)
-        _one_of("model.backend", self.backend, BACKENDS)
-        _one_of("model.dtype", self.dtype, DTYPES)
+        _check_choices(self, "model")
         _check(self.num_threads >= 1, "model.num_threads", self.num_threads, "must be >= 1")
         _check(
             re.fullmatch(r"cpu|cuda(:\d+)?", self.device) is not None,
@@ -103,12 +127,12 @@ class ModelConfig:
 class DecodingConfig:
     """Decoding strategy and its knobs (docs/ALGORITHMS.md §4)."""
 
-    strategy: str = "scaffold_spec"
-    confidence_threshold: float = 0.9
+    strategy: str = choice("scaffold_spec", STRATEGIES)
+    confidence_threshold: float = bounded(0.9, 0.0, 1.0)
     max_denoise_steps: int = 64
 
     def __post_init__(self) -> None:
-        _one_of("decoding.strategy", self.strategy, STRATEGIES)
+        _check_choices(self, "decoding")
         _check(
             0.0 < self.confidence_threshold <= 1.0,
             "decoding.confidence_threshold",
@@ -132,7 +156,7 @@ class RolloutConfig:
     of a fixed-width number moves a waypoint by 10 m or more); 0 keeps every rollout. At least
     the median-closest rollout is always kept."""
 
-    num_rollouts: int = 4
+    num_rollouts: int = bounded(4, 1, 64)
     temperature: float = 0.5
     seed: int = 0
     max_deviation_m: float = 5.0
@@ -168,9 +192,9 @@ class PipelineConfig:
     first block whose predecessors are complete decodes as in section diffusion. With
     add_threshold = 1 the pipeline is serial block diffusion."""
 
-    add_threshold: float = 0.3
-    activate_threshold: float = 0.7
-    semi_confidence: float = 0.5
+    add_threshold: float = bounded(0.3, 0.0, 1.0)
+    activate_threshold: float = bounded(0.7, 0.0, 1.0)
+    semi_confidence: float = bounded(0.5, 0.0, 1.0)
     commit_divisor: int = 3
 
     def __post_init__(self) -> None:
@@ -240,12 +264,14 @@ class ControlConfig:
 
     rate_hz: float = 10.0
     max_plan_age_s: float = 1.0
-    timing: str = "ideal"
+    # When a replayed plan becomes available (blockplan replay; the live node runs in real
+    # time and has no such setting).
+    timing: str = choice("ideal", TIMING_MODES, node_parameter=False)
 
     def __post_init__(self) -> None:
         _positive("control.rate_hz", self.rate_hz)
         _positive("control.max_plan_age_s", self.max_plan_age_s)
-        _one_of("control.timing", self.timing, TIMING_MODES)
+        _check_choices(self, "control")
 
 
 @dataclass(frozen=True)
@@ -254,7 +280,7 @@ class CameraConfig:
 
     name: str
     topic: str
-    transport: str = "raw"
+    transport: str = choice("raw", TRANSPORTS)
 
     def __post_init__(self) -> None:
         _check(
@@ -266,7 +292,7 @@ class CameraConfig:
         _check(
             self.topic.startswith("/"), f"cameras.{self.name}.topic", self.topic, "must be absolute"
         )
-        _one_of(f"cameras.{self.name}.transport", self.transport, TRANSPORTS)
+        _check_choices(self, f"cameras.{self.name}")
 
 
 def _default_cameras() -> tuple[CameraConfig, ...]:
@@ -281,14 +307,14 @@ class FrameWindowConfig:
     the period of its target time, one an earlier request already used (streaming reuses
     its K/V)."""
 
-    num_frames: int = 2
+    num_frames: int = bounded(2, 1, 16)
     frame_period_s: float = 0.5
     max_frame_age_s: float = 0.3
-    stale_camera_policy: str = "degrade"
+    stale_camera_policy: str = choice("degrade", STALE_CAMERA_POLICIES)
     # Streaming prefill (DECODING.md "Streaming"): "auto" = on for models whose frames stream
     # exactly (frame-only visual attention, no frame-slot embedding), off for the others;
     # "on" also streams the others (approximate, opt-in); "off" recomputes every tick.
-    streaming: str = "auto"
+    streaming: str = choice("auto", STREAMING_MODES)
     # RUNTIME.md "Windows that share frames": a fraction of frame_period_s (0.25: 0.125 s at
     # 0.5 s); 0 picks the frame nearest each target time.
     reuse_tolerance: float = 0.25
@@ -302,8 +328,7 @@ class FrameWindowConfig:
         )
         _positive("frame_window.frame_period_s", self.frame_period_s)
         _positive("frame_window.max_frame_age_s", self.max_frame_age_s)
-        _one_of("frame_window.stale_camera_policy", self.stale_camera_policy, STALE_CAMERA_POLICIES)
-        _one_of("frame_window.streaming", self.streaming, STREAMING_MODES)
+        _check_choices(self, "frame_window")
         _check(
             0.0 <= self.reuse_tolerance < 0.5,
             "frame_window.reuse_tolerance",
@@ -410,12 +435,12 @@ class ComfortConfig:
 class FallbackConfig:
     """What is published when there is no fresh valid plan."""
 
-    policy: str = "hold_last"
+    policy: str = choice("hold_last", FALLBACK_POLICIES)
     stop_deceleration: float = 2.0
     max_hold_age_s: float = 1.5
 
     def __post_init__(self) -> None:
-        _one_of("fallback.policy", self.policy, FALLBACK_POLICIES)
+        _check_choices(self, "fallback")
         _positive("fallback.stop_deceleration", self.stop_deceleration)
         _positive("fallback.max_hold_age_s", self.max_hold_age_s)
 
@@ -451,6 +476,50 @@ class FramesConfig:
         _check(bool(self.odom), "frames.odom", self.odom, "must not be empty")
 
 
+SAWYER_JOINTS = "right_j0,right_j1,right_j2,right_j3,right_j4,right_j5,right_j6,r_close,l_close"
+
+
+@dataclass(frozen=True)
+class RobotConfig:
+    """The robot embodiment's runtime and node (`model.embodiment: robot`; docs/RUNTIME.md
+    "Robots"). A chunk's step k applies at its observation's stamp + k·chunk_period_s; each
+    control tick publishes the step of the newest chunk that matches the tick's time (chunk
+    stitching), a new chunk is requested once `replan_steps` steps of the newest have
+    started (receding horizon), and without a usable chunk the command holds position (zero
+    velocity, the gripper as last commanded)."""
+
+    joint_names: str = SAWYER_JOINTS  # comma-separated: the proprioceptive state's order
+    instruction: str = ""  # used until the instruction topic has a message
+    chunk_period_s: float = 0.0125  # the data set's control period
+    replan_steps: int = 4
+    max_joint_state_age_s: float = 0.2
+    velocity_per_unit: float = 0.8  # m/s end-effector velocity per action unit (Meta-World)
+    command_frame: str = "world"
+    joint_states_topic: str = "/joint_states"
+    instruction_topic: str = "/instruction"
+    twist_topic: str = "/servo_node/delta_twist_cmds"
+    gripper_topic: str = "/gripper/command"
+    chunk_topic: str = "/planning/action_chunk"
+
+    def __post_init__(self) -> None:
+        names = self.joint_name_list
+        _check(bool(names) and all(names), "robot.joint_names", self.joint_names,
+               "must be a comma-separated list of joint names")  # fmt: skip
+        _check(len(set(names)) == len(names), "robot.joint_names", self.joint_names,
+               "names must be unique")  # fmt: skip
+        _positive("robot.chunk_period_s", self.chunk_period_s)
+        _check(self.replan_steps >= 1, "robot.replan_steps", self.replan_steps, "must be >= 1")
+        _positive("robot.max_joint_state_age_s", self.max_joint_state_age_s)
+        _positive("robot.velocity_per_unit", self.velocity_per_unit)
+        for name in ("joint_states", "instruction", "twist", "gripper", "chunk"):
+            value = getattr(self, f"{name}_topic")
+            _check(value.startswith("/"), f"robot.{name}_topic", value, "must be absolute")
+
+    @property
+    def joint_name_list(self) -> tuple[str, ...]:
+        return tuple(n.strip() for n in self.joint_names.split(","))
+
+
 @dataclass(frozen=True)
 class PlannerConfig:
     """The whole planner configuration."""
@@ -469,6 +538,7 @@ class PlannerConfig:
     fallback: FallbackConfig = field(default_factory=FallbackConfig)
     topics: TopicsConfig = field(default_factory=TopicsConfig)
     frames: FramesConfig = field(default_factory=FramesConfig)
+    robot: RobotConfig = field(default_factory=RobotConfig)
 
     def __post_init__(self) -> None:
         _check(len(self.cameras) >= 1, "cameras.names", [], "at least one camera is required")

@@ -10,10 +10,10 @@ import torch
 from blockplan.backends import StepBackend, TorchBackend, TorchGraphExecutor, create_backend
 from blockplan.backends.factory import BackendSetupError
 from blockplan.config import STRATEGIES, PlannerConfig
-from blockplan.engine.bench import synthetic_observation
-from blockplan.engine.kv_cache import KVCache
-from blockplan.engine.planner import Planner
+from blockplan.decoding.kv_cache import KVCache
 from blockplan.model.masks import draft_mask
+from blockplan.planner.planner import Planner
+from blockplan.planner.synthetic import synthetic_observation
 from tests.backends.conftest import with_backend
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from blockplan.backends.trt_build import engine_key
 from blockplan.config import PlannerConfig
-from blockplan.engine.bench import synthetic_observation
-from blockplan.engine.planner import Planner
+from blockplan.planner.planner import Planner
+from blockplan.planner.synthetic import synthetic_observation
 from tests.backends.conftest import with_backend
 
 

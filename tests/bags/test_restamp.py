@@ -33,8 +33,11 @@ def _bag(tmp_path: Path) -> Path:
     traj = Trajectory(T0, t, t, 0 * t, 0 * t, 0 * t + 1, 0 * t, 0 * t)
     with BagWriter(path) as bag:
         bag.write("/camera/front/image_raw", encode_image(NS, image, T0, "cam"), T0)
-        bag.write("/camera/front/image_raw/compressed",
-                  encode_compressed_image(NS, image, T0 + 1, "cam"), T0 + 1)  # fmt: skip
+        bag.write(
+            "/camera/front/image_raw/compressed",
+            encode_compressed_image(NS, image, T0 + 1, "cam"),
+            T0 + 1,
+        )
         frames = [StaticFrame("cam", (1.0, 0.0, 1.5), (0.0, 0.0, 0.0))]
         bag.write("/tf_static", static_frames_to_tf(NS, frames, T0 + 2, "base_link"), T0 + 2)
         bag.write("/path", trajectory_to_path(NS, traj, "base_link"), T0 + 3)

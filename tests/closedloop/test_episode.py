@@ -12,7 +12,7 @@ from blockplan.closedloop import (
     run_planner_episode,
 )
 from blockplan.config import default_params_path, load_config
-from blockplan.runtime.model import load_model
+from blockplan.planner.loading import load_model
 from blockplan.sim.rig import load_rig
 from blockplan.sim.scenarios import get_scenario
 

@@ -26,11 +26,18 @@ def test_progress_is_the_driven_path_length():
 
 def test_aggregate_rates_and_means():
     def r(seed, collided, departed, progress):
-        return EpisodeResult("cv", "highway", seed, 5.0, collided, departed, progress, 0.5,
-                             {"plans": 10})  # fmt: skip
+        return EpisodeResult(
+            "cv", "highway", seed, 5.0, collided, departed, progress, 0.5, {"plans": 10}
+        )
 
-    doc = aggregate([r(0, True, False, 10.0), r(1, False, True, 30.0), r(2, False, False, 50.0),
-                     r(3, False, False, 70.0)])  # fmt: skip
+    doc = aggregate(
+        [
+            r(0, True, False, 10.0),
+            r(1, False, True, 30.0),
+            r(2, False, False, 50.0),
+            r(3, False, False, 70.0),
+        ]
+    )
     assert doc["episodes"] == 4
     assert doc["collision_rate"] == 0.25
     assert doc["lane_departure_rate"] == 0.25

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from blockplan.engine.kv_cache import KVCache
+from blockplan.decoding.kv_cache import KVCache
 from blockplan.export.graphs import DecoderStep, VisionFrame, adaptive_pool_matrix
 from blockplan.export.onnx_export import (
     ExportError,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from blockplan.engine.planner import Planner
-from blockplan.engine.planner_parts import random_parts
+from blockplan.planner.parts import random_parts
+from blockplan.planner.planner import Planner
 
 
 @pytest.fixture(autouse=True, scope="module")

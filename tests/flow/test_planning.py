@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from blockplan.engine.bench import flow_head_report
-from blockplan.engine.flow import flow_noise
-from blockplan.engine.planner import Planner
-from blockplan.engine.strategies import rollout_section
-from blockplan.engine.synthetic import synthetic_observation
+from blockplan.bench.decoding import flow_head_report
+from blockplan.decoding.flow import flow_noise
+from blockplan.decoding.strategies import rollout_section
 from blockplan.model.planner_model import PlannerModel
+from blockplan.planner.planner import Planner
+from blockplan.planner.synthetic import synthetic_observation
 from blockplan.schema.codec import parse_answer, write_waypoints
 from blockplan.schema.spec import SchemaError
 from tests.flow.conftest import flow_planner

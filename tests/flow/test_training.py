@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from blockplan.config import config_from_params
-from blockplan.engine.planner import Planner
-from blockplan.engine.strategies import rollout_section
-from blockplan.engine.synthetic import synthetic_observation
+from blockplan.decoding.strategies import rollout_section
 from blockplan.model.flow_head import KVRecorder
+from blockplan.planner.planner import Planner
+from blockplan.planner.synthetic import synthetic_observation
 from blockplan.train.objective import FLOW_SAMPLES, SASDModule, draw_flow_noise, draw_noise
 from blockplan.train.recipe import Recipe
 from blockplan.train.trainer import TrainConfig, Trainer, TrainError

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from blockplan.engine.kv_cache import KVCache
+from blockplan.decoding.kv_cache import KVCache
 from blockplan.model.masks import causal_mask
 from blockplan.model.weights import WeightsError, load_pretrained, save_pretrained
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from blockplan.config import PlannerConfig
-from blockplan.engine.planner import Planner
 from blockplan.model.weights import (
     UNVERIFIED,
     VERIFIED,
@@ -19,6 +18,7 @@ from blockplan.model.weights import (
     verify_folder,
     write_manifest,
 )
+from blockplan.planner.planner import Planner
 
 CONFIG = PlannerConfig()
 

@@ -43,8 +43,22 @@ def test_replay_following_requests_plans_the_same_windows(tmp_path: Path) -> Non
     assert read_request_stamps(requests) == [r["stamp_ns"] for r in chosen]
 
     out = tmp_path / "followed"
-    assert main(["replay", str(bag), "--out", str(out), "--model", "constant-velocity",
-                 "--requests", str(requests), "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "replay",
+                str(bag),
+                "--out",
+                str(out),
+                "--model",
+                "constant-velocity",
+                "--requests",
+                str(requests),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     followed = _reasoning(out / "plans.mcap")
     assert [r["window"]["frames"] for r in followed] == [r["window"]["frames"] for r in chosen]
     assert [r["waypoints"] for r in followed] == [r["waypoints"] for r in chosen]
@@ -57,17 +71,26 @@ def test_replay_following_requests_plans_the_same_windows(tmp_path: Path) -> Non
     assert metrics["plans"] == len(chosen)
     # A request at every tick picks other older frames for the same stamps (reuse_tolerance:
     # frames earlier requests used win), which is why the requests must be followed.
-    every = {r["stamp_ns"]: r for r in _reasoning(
-        run_replay(bag, tmp_path / "every", ConstantVelocityPlanner(), PlannerConfig()).plans_bag
-    )}  # fmt: skip
+    every = {
+        r["stamp_ns"]: r
+        for r in _reasoning(
+            run_replay(
+                bag, tmp_path / "every", ConstantVelocityPlanner(), PlannerConfig()
+            ).plans_bag
+        )
+    }
     assert any(every[r["stamp_ns"]]["window"]["frames"] != r["window"]["frames"] for r in chosen)
 
 
 def test_request_stamps_from_a_bag_and_bad_files(tmp_path: Path) -> None:
     bag = tmp_path / "live.mcap"
     ns = TypestoreMessages()
-    window = {"requested_ns": 0, "frames": {"front": [START_NS]}, "ego_stamps_ns": [START_NS],
-              "route_command": "lane_follow"}  # fmt: skip
+    window = {
+        "requested_ns": 0,
+        "frames": {"front": [START_NS]},
+        "ego_stamps_ns": [START_NS],
+        "route_command": "lane_follow",
+    }
     records = [
         {"stamp_ns": START_NS + i, "window": {**window, "stamp_ns": START_NS + i}}
         for i in (2, 1, 2)

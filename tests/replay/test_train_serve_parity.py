@@ -20,7 +20,13 @@ import pytest
 
 from blockplan.cli import main
 from blockplan.config import default_params_path, load_config
-from blockplan.runtime import ConstantVelocityPlanner, PlannerRuntime, VirtualClock
+from blockplan.runtime import (
+    ConstantVelocityPlanner,
+    PlannerRuntime,
+    VirtualClock,
+    VirtualWorker,
+    plan_postprocess,
+)
 from blockplan.schema import default_schema, render_prompt
 from blockplan.sim.bag import DEFAULT_START_NS
 from blockplan.sim.dataset import load_shard
@@ -48,14 +54,38 @@ def episode(tmp_path_factory):
     root = tmp_path_factory.mktemp("parity")
     data = root / "data"
     # 9.5 s: samples at t0 = 3.0 … 4.5 (3 s of history behind the first, 5 s of labels).
-    args = ["dataset", "--scenario", "intersection", "--episodes", "1", "--seed-base", "7",
-            "--duration", "9.5", "--val-fraction", "0", "--test-fraction", "0",
-            "--no-export", "--out", str(data)]  # fmt: skip
+    args = [
+        "dataset",
+        "--scenario",
+        "intersection",
+        "--episodes",
+        "1",
+        "--seed-base",
+        "7",
+        "--duration",
+        "9.5",
+        "--val-fraction",
+        "0",
+        "--test-fraction",
+        "0",
+        "--no-export",
+        "--out",
+        str(data),
+    ]
     assert main(args) == 0
     entry = json.loads((data / "manifest.json").read_text())["episodes"][0]
     bag = root / "bag"
-    args = ["simulate", "--scenario", "intersection", "--seed", str(entry["seed"]),
-            "--duration", "5", "--out", str(bag)]  # fmt: skip
+    args = [
+        "simulate",
+        "--scenario",
+        "intersection",
+        "--seed",
+        str(entry["seed"]),
+        "--duration",
+        "5",
+        "--out",
+        str(bag),
+    ]
     assert main(args) == 0
     return data, entry, bag
 
@@ -80,8 +110,9 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root, t
             pytest.skip(f"{MODEL} is not in this checkout")
         recipe = recipe_of_folder(repo_root / MODEL)  # 3 rows 0.5 s apart
     else:  # 7 rows over 3 s: the history reaches back to the episode's first state
-        recipe = Recipe.build("reference", ("front_left", "front", "front_right", "rear"), 2,
-                              schema=default_schema())  # fmt: skip
+        recipe = Recipe.build(
+            "reference", ("front_left", "front", "front_right", "rear"), 2, schema=default_schema()
+        )
     examples = load_shards(data, entry["split"], recipe, with_images=False)
     seen = _replayed(bag, recipe.schema, tmp_path)
     shard = load_shard(data / entry["shard"])
@@ -93,8 +124,14 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root, t
     first = 1 if which == "default schema" else 0
     for i in range(first, len(examples)):
         observation = seen[int(examples.stamp_ns[i]) + DEFAULT_START_NS]
-        layout = render_prompt(observation, recipe.tokenizer, recipe.schema, mc.camera_names,
-                               mc.num_frames, mc.tokens_per_image)  # fmt: skip
+        layout = render_prompt(
+            observation,
+            recipe.tokenizer,
+            recipe.schema,
+            mc.camera_names,
+            mc.num_frames,
+            mc.tokens_per_image,
+        )
         np.testing.assert_array_equal(layout.token_ids, examples.prompt_ids[i])
         assert observation.route_command == str(shard["route_command"][i])
         # The frame window: the same stamps (trained spacing) and the same pixels.
@@ -109,17 +146,21 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root, t
 def test_runtime_takes_the_history_from_the_planner(repo_root):
     """The shipped model's config.json schema decides the rows and spacing; the odometry
     buffer keeps enough for the longest history."""
-    from blockplan.engine.planner import Planner
+    from blockplan.planner.planner import Planner
 
     config = load_config(default_params_path())
     planner = Planner.from_folder(repo_root / MODEL, config)
-    runtime = PlannerRuntime(config, planner, VirtualClock())
+    runtime = PlannerRuntime(
+        config, VirtualWorker(planner, "ideal", plan_postprocess(config)), VirtualClock()
+    )
     assert (runtime.history.num_states, runtime.history.period_s) == (
         planner.schema.num_history,
         planner.schema.history_period_s,
     )
     long = RecordingPlanner(default_schema().__class__(num_history=41, history_period_s=0.5))
-    runtime = PlannerRuntime(config, long, VirtualClock())
+    runtime = PlannerRuntime(
+        config, VirtualWorker(long, "ideal", plan_postprocess(config)), VirtualClock()
+    )
     assert runtime.history.span_s == 20.0
     assert runtime.ego.keep_s >= 20.0 + config.frame_window.max_frame_age_s
     assert runtime.input_span_s == 20.0

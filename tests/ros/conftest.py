@@ -34,8 +34,21 @@ def ros_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _simulate(out: Path, duration_s: float, compressed: bool) -> Path:
-    cmd = [sys.executable, "-m", "blockplan.cli", "-q", "simulate", "--scenario", "highway",
-           "--duration", str(duration_s), "--seed", "1", "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "blockplan.cli",
+        "-q",
+        "simulate",
+        "--scenario",
+        "highway",
+        "--duration",
+        str(duration_s),
+        "--seed",
+        "1",
+        "--out",
+        str(out),
+    ]
     if compressed:
         cmd.append("--compressed")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)

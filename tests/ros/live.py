@@ -233,8 +233,9 @@ class Watch:
 
     def wait_state(self, label: str, name: str = NODE, timeout_s: float = 60.0) -> None:
         states: list[str | None] = []
-        ok = wait_until(lambda: states.append(self.state(name)) or states[-1] == label,
-                        timeout_s, 0.2)  # fmt: skip
+        ok = wait_until(
+            lambda: states.append(self.state(name)) or states[-1] == label, timeout_s, 0.2
+        )
         assert ok, f"{name} not {label!r} after {timeout_s} s (last: {states[-1:]})"
 
 

@@ -47,3 +47,15 @@ def test_rviz_config_shows_what_the_node_publishes(repo_root):
     for camera in config.cameras:
         assert topics[camera.topic] == "rviz_default_plugins/Image"
     assert any(d["Class"] == "rviz_default_plugins/TF" for d in displays)
+
+
+def test_robot_params_and_launch(repo_root):
+    params = read_params_file(repo_root / "params" / "robot.yaml")
+    config = config_from_params(params)
+    assert config.model.embodiment == "robot"
+    assert config.control.rate_hz == 30.0  # the chunk rate bar (Fast-dVLA)
+    assert config.camera_names == ("front", "wrist")
+    assert config.robot.twist_topic == "/servo_node/delta_twist_cmds"
+    assert (repo_root / config.model.dir / "config.json").is_file()
+    text = (repo_root / "launch" / "robot.launch.py").read_text()
+    assert "robot.yaml" in text and "planner.launch.py" in text

@@ -34,10 +34,17 @@ def test_camera_silent_odometry_stopped_player_killed(graph, raw_bag):
     launch = graph.launch()  # wall time
     with watch(graph.domain_id) as w:
         w.wait_state("active", timeout_s=STARTUP_TIMEOUT_S)
-        play = graph.play(raw_bag, "--restamp",
-                          "--silence", f"/camera/rear/image_raw@{REAR_SILENT_S}",
-                          "--silence", f"/odom@{ODOM_STOPS_S}",
-                          "--wait-for", *CAMERA_TOPICS, "/odom")  # fmt: skip
+        play = graph.play(
+            raw_bag,
+            "--restamp",
+            "--silence",
+            f"/camera/rear/image_raw@{REAR_SILENT_S}",
+            "--silence",
+            f"/odom@{ODOM_STOPS_S}",
+            "--wait-for",
+            *CAMERA_TOPICS,
+            "/odom",
+        )
         started = play.wait_output("at wall time", 30.0)
         t0 = int(started.split("at wall time ")[1].split()[0]) / 1e9  # bag time 0
         assert _wait_for_plan(w.seen, 15.0), play.output[-2000:]
@@ -61,9 +68,10 @@ def test_camera_silent_odometry_stopped_player_killed(graph, raw_bag):
     # Rear silent (degrade policy): plans go on, degraded, the camera is reported stale. (A
     # restamped window's stamp is the wall time its newest frame was played.)
     degraded = [
-        r["record"] for r in reasoning
+        r["record"]
+        for r in reasoning
         if REAR_SILENT_S + 0.35 <= r["record"]["window"]["stamp_ns"] / 1e9 - t0 < ODOM_STOPS_S
-    ]  # fmt: skip
+    ]
     assert degraded and all(r["window"]["degraded_cameras"] == ["rear"] for r in degraded)
     rear = _statuses(diagnostics, REAR_SILENT_S + 1.0, ODOM_STOPS_S, t0)["blockplan: camera rear"]
     assert rear and all(s["level"] == 1 and s["message"].startswith("stale") for s in rear)

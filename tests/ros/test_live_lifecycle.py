@@ -54,10 +54,14 @@ def test_lifecycle_by_hand_and_parameters_at_run_time(graph):
         graph.transition("configure")
         assert w.state() == "inactive"
         described = graph.ros2(
-            "param", "describe", "/blockplan_planner",
-            "rollouts.num_rollouts", "decoding.strategy", "model.dir",
+            "param",
+            "describe",
+            "/blockplan_planner",
+            "rollouts.num_rollouts",
+            "decoding.strategy",
+            "model.dir",
             "decoding.confidence_threshold",
-        ).stdout  # fmt: skip
+        ).stdout
         blocks = {b.split("\n")[0]: b for b in described.split("Parameter name: ")[1:]}
         assert "Min value: 1\n    Max value: 64" in blocks["rollouts.num_rollouts"], described
         assert "Min value: 0.0\n    Max value: 1.0" in blocks["decoding.confidence_threshold"]

@@ -72,7 +72,7 @@ def test_only_the_node_modules_import_rclpy(repo_root):
 def test_the_pure_ros_helpers_import_without_rclpy():
     for name in ("blockplan.ros", "blockplan.ros.params"):
         importlib.import_module(name)
-    importlib.import_module("blockplan.bags.tick")
+    importlib.import_module("blockplan.messages.tick")
     if importlib.util.find_spec("rclpy") is None:
         assert "rclpy" not in sys.modules
 

@@ -3,6 +3,8 @@
 import pytest
 
 from blockplan.config import (
+    DTYPES,
+    STRATEGIES,
     ConfigError,
     PlannerConfig,
     config_to_params,
@@ -13,10 +15,12 @@ from blockplan.config import (
 from blockplan.ros.params import (
     CHOICES,
     MODEL_DIR_OVERRIDE,
+    RANGES,
     base_parameter_specs,
     camera_parameter_specs,
     camera_subscription,
     config_from_values,
+    is_node_parameter,
     node_topic,
     parameter_specs,
     unknown_parameters,
@@ -35,7 +39,28 @@ def _defaults(specs):
 
 def test_specs_cover_every_config_field_and_the_model_override():
     fields = set(flatten_params(config_to_params(PlannerConfig())))
-    assert set(_all_specs()) == fields | {MODEL_DIR_OVERRIDE}
+    assert set(_all_specs()) == fields - {"control.timing"} | {MODEL_DIR_OVERRIDE}
+
+
+def test_replay_only_settings_are_no_node_parameters():
+    """`control.timing` (replay's) is not declared; a params file that sets it is no typo."""
+    assert not is_node_parameter("control.timing") and is_node_parameter("control.rate_hz")
+    assert "control.timing" not in _all_specs()
+    declared = list(_all_specs())
+    assert unknown_parameters(["control.timing", "control.timming"], declared) == [
+        "control.timming"
+    ]
+
+
+def test_choices_and_ranges_come_from_the_config_fields():
+    """The tables are the config fields' own metadata, not a copy kept in ros/params.py."""
+    assert CHOICES["model.dtype"] == DTYPES and CHOICES["decoding.strategy"] == STRATEGIES
+    assert CHOICES["cameras.*.transport"] == ("raw", "compressed")
+    assert RANGES["rollouts.num_rollouts"] == (1, 64)
+    assert RANGES["pipeline.add_threshold"] == (0.0, 1.0)
+    specs = _all_specs()
+    for pattern, (low, high) in RANGES.items():
+        assert specs[pattern].value_range == (low, high)
 
 
 def test_spec_defaults_build_the_default_config():

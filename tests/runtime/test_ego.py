@@ -56,8 +56,9 @@ def test_acceleration_is_the_last_50_ms_step_like_the_labels() -> None:
     hist = EgoHistory()
     v = [5.0, 5.1, 5.3, 5.6, 6.0]  # accelerations 2, 4, 6, 8 m/s^2 over the steps
     for i, speed in enumerate(v):
-        hist.push(EgoState(stamp_ns=i * 50 * MS, x=0.25 * i, y=0.0, yaw=0.0, v_x=speed,
-                           yaw_rate=0.1))  # fmt: skip
+        hist.push(
+            EgoState(stamp_ns=i * 50 * MS, x=0.25 * i, y=0.0, yaw=0.0, v_x=speed, yaw_rate=0.1)
+        )
     assert hist.latest.a_x == pytest.approx(8.0, abs=1e-9)
     assert hist.latest.a_y == pytest.approx(6.0 * 0.1, abs=1e-12)
 

@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 
 from blockplan.config import ConfigError, FrameWindowConfig, PlannerConfig, config_from_params
 from blockplan.ros.params import parameter_specs
-from blockplan.runtime import ConstantVelocityPlanner, FrameWindow, PlannerRuntime, VirtualClock
+from blockplan.runtime import (
+    ConstantVelocityPlanner,
+    FrameWindow,
+    PlannerRuntime,
+    VirtualClock,
+    VirtualWorker,
+    plan_postprocess,
+)
 from blockplan.types import CameraFrame, Observation, Plan
 from tests.runtime.test_loop import Drive
 
@@ -127,7 +134,12 @@ def test_loop_with_a_300_ms_worker_shares_frames_only_with_a_tolerance(tolerance
     fw = FrameWindowConfig(num_frames=4, frame_period_s=0.5, reuse_tolerance=tolerance)
     config = PlannerConfig(frame_window=fw)
     clock = VirtualClock(10**9)
-    runtime = PlannerRuntime(config, SlowPlanner(), clock, "measured", stopwatch=stopwatch)
+    runtime = PlannerRuntime(
+        config,
+        VirtualWorker(SlowPlanner(), "measured", plan_postprocess(config), stopwatch),
+        clock,
+        stopwatch=stopwatch,
+    )
     Drive(runtime, clock).run(100)
     m = runtime.metrics()
     shared, new = m["window_frames_shared"], m["window_frames_new"]

@@ -13,7 +13,10 @@ from blockplan.runtime import (
     ConstantVelocityPlanner,
     PlannerRuntime,
     SystemClock,
+    ThreadWorker,
     VirtualClock,
+    VirtualWorker,
+    plan_postprocess,
 )
 from blockplan.types import CameraFrame, EgoState, Observation, Plan
 
@@ -49,7 +52,11 @@ def _runtime(timing: str = "ideal", planner=None, policy: str = "degrade", **con
         control=dataclasses.replace(PlannerConfig().control, **control),
     )
     clock = VirtualClock(10**9)
-    runtime = PlannerRuntime(config, planner or ConstantVelocityPlanner(), clock, timing)
+    runtime = PlannerRuntime(
+        config,
+        VirtualWorker(planner or ConstantVelocityPlanner(), timing, plan_postprocess(config)),
+        clock,
+    )
     return runtime, Drive(runtime, clock)
 
 
@@ -86,7 +93,12 @@ def test_measured_timing_delays_plans_by_their_latency() -> None:
 
     config = PlannerConfig()
     clock = VirtualClock(10**9)
-    runtime = PlannerRuntime(config, SlowPlanner(), clock, "measured", stopwatch=stopwatch)
+    runtime = PlannerRuntime(
+        config,
+        VirtualWorker(SlowPlanner(), "measured", plan_postprocess(config), stopwatch),
+        clock,
+        stopwatch=stopwatch,
+    )
     drive = Drive(runtime, clock)
     outputs = drive.run(12)
     # The first plan is requested at tick 0 and ready 250 ms later: ticks 0-2 fall back.
@@ -237,6 +249,8 @@ def test_invalid_inputs_are_counted_and_reported() -> None:
     assert inputs.level == 1 and "corrupt jpeg" in inputs.message
     assert inputs.values["odometry_nonfinite"] == 1
     assert runtime.diagnostics()[-1].level == 0  # nothing new since the last snapshot
+    with pytest.raises(ValueError, match="not_a_kind"):
+        runtime.on_invalid_input("not_a_kind", "an adapter's typo is a programming error")
 
 
 def test_thread_worker_live_mode() -> None:
@@ -250,7 +264,10 @@ def test_thread_worker_live_mode() -> None:
             return super().plan(observation)
 
     config = PlannerConfig()
-    runtime = PlannerRuntime(config, BlockingPlanner(), SystemClock(), timing=None)
+    clock = SystemClock()
+    runtime = PlannerRuntime(
+        config, ThreadWorker(BlockingPlanner(), clock, plan_postprocess(config)), clock
+    )
     try:
         now = SystemClock().now_ns()
         for cam in config.camera_names:

@@ -6,9 +6,15 @@ from __future__ import annotations
 import dataclasses
 
 from blockplan.bags import TypestoreMessages
-from blockplan.bags.tick import REASONING, TickMessages, reasoning_record
 from blockplan.config import PlannerConfig
-from blockplan.runtime import ConstantVelocityPlanner, PlannerRuntime, VirtualClock
+from blockplan.messages.tick import REASONING, TickMessages, reasoning_record
+from blockplan.runtime import (
+    ConstantVelocityPlanner,
+    PlannerRuntime,
+    VirtualClock,
+    VirtualWorker,
+    plan_postprocess,
+)
 from blockplan.runtime.plans import PlanWindow
 from blockplan.types import Observation, Plan
 from tests.runtime.test_loop import MS, Drive, _runtime
@@ -77,9 +83,8 @@ def test_request_windows_are_rebuilt_frame_for_frame() -> None:
 
     config = PlannerConfig()
     clock = VirtualClock(10**9)
-    runtime = PlannerRuntime(
-        config, ConstantVelocityPlanner(), clock, "ideal", request_windows=wanted
-    )
+    worker = VirtualWorker(ConstantVelocityPlanner(), "ideal", plan_postprocess(config))
+    runtime = PlannerRuntime(config, worker, clock, request_windows=wanted)
     outputs = Drive(runtime, clock).run(10)
     plans = [p for o in outputs for p in o.new_plans]
     assert [p.stamp_ns for p in plans] == [w.stamp_ns for w in wanted[:3]]
@@ -99,8 +104,11 @@ def test_frames_by_stamp_finds_buffered_frames_and_fills_black_ones() -> None:
     wanted = (("front_left", (t - 500 * MS, t)), ("front", (t - 500 * MS, t)))
     frames = runtime.window.frames_by_stamp(wanted, black=("front",))
     assert [(f.camera, f.stamp_ns) for f in frames] == [
-        ("front_left", t - 500 * MS), ("front_left", t), ("front", t - 500 * MS), ("front", t)
-    ]  # fmt: skip
+        ("front_left", t - 500 * MS),
+        ("front_left", t),
+        ("front", t - 500 * MS),
+        ("front", t),
+    ]
     assert not frames[2].image.any()
     assert runtime.window.frames_by_stamp((("front", (t + 1,)),)) is None
     assert runtime.window.frames_by_stamp((("side", (t,)),)) is None

@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blockplan.runtime import ConstantVelocityPlanner, Health, InferenceRequest, VirtualWorker
-from blockplan.runtime.health import percentiles_ms
+from blockplan.runtime import (
+    ConstantVelocityPlanner,
+    ErrorKind,
+    Health,
+    InferenceRequest,
+    VirtualWorker,
+    plan_postprocess,
+)
+from blockplan.runtime.health import Count, InvalidInput, percentiles_ms
 from blockplan.types import CameraFrame, EgoState, Observation
 
 MS = 1_000_000
@@ -56,7 +63,7 @@ def test_planner_exceptions_become_error_results() -> None:
     worker = VirtualWorker(Broken(), "ideal")
     worker.submit(_request(0))
     (result,) = worker.poll(0)
-    assert result.plan is None and result.error_kind == "planner"
+    assert result.plan is None and result.error_kind is ErrorKind.PLANNER
     assert result.error == "ValueError: no ego"
     with pytest.raises(ValueError, match="timing='fast'"):
         VirtualWorker(Broken(), "fast")
@@ -82,9 +89,11 @@ def test_drain_accounts_for_a_plan_still_in_flight() -> None:
 
     clock = VirtualClock(10**9)
     stopwatch = Stopwatch(30_000 * MS)  # every planner call "takes" 30 s
-    runtime = PlannerRuntime(
-        PlannerConfig(), ConstantVelocityPlanner(), clock, "measured", stopwatch=stopwatch
+    config = PlannerConfig()
+    worker = VirtualWorker(
+        ConstantVelocityPlanner(), "measured", plan_postprocess(config), stopwatch
     )
+    runtime = PlannerRuntime(config, worker, clock, stopwatch=stopwatch)
     for cam in runtime.config.camera_names:
         runtime.on_frame(CameraFrame(cam, 10**9, np.zeros((2, 2, 3), np.uint8)))
     runtime.on_odometry(EgoState(10**9, 0.0, 0.0, 0.0, 4.0))
@@ -93,3 +102,24 @@ def test_drain_accounts_for_a_plan_still_in_flight() -> None:
     metrics = runtime.metrics()
     assert metrics["unfinished_plans"] == 1 and metrics["plans"] == 0
     assert metrics["latency_ms"]["p50"] == 30_000.0
+
+
+def test_health_counters_are_the_enums_members() -> None:
+    health = Health()
+    health.count(Count.PLANS)
+    health.count_invalid(InvalidInput.CORRUPT_MESSAGE)
+    health.count_comfort("max_abs_jerk")
+    counts = health.counts()
+    assert counts["plans"] == 1 and counts["invalid_inputs"] == 1
+    assert counts["corrupt_message"] == 1 and counts["comfort_max_abs_jerk"] == 1
+    # every counter is there from the start, each under its enum value
+    assert {c.value for c in Count} | {k.value for k in InvalidInput} <= set(counts)
+    # the inputs status: dropped and rejected inputs, never a plan counter
+    inputs = health.input_counts()
+    assert inputs["corrupt_message"] == 1 and inputs["invalid_inputs"] == 1
+    assert "invalid_plans" not in inputs and "plans" not in inputs
+    assert health.comfort_counts() == {"comfort_max_abs_jerk": 1}
+    with pytest.raises(ValueError, match="no_such_counter"):
+        health.count("no_such_counter")
+    with pytest.raises(ValueError, match="bad_kind"):
+        health.count_invalid("bad_kind")

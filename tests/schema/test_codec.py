@@ -211,9 +211,13 @@ def test_unfilled_mask(good, scaffold, tokenizer, schema):
 
 @pytest.mark.parametrize(
     ("slot", "value"),
-    [("waypoints[2].y[3]", "a"), ("waypoints[0].x[0]", "+"), ("waypoints[4].y.sign", "5"),
-     ("waypoints[3].x.sign", "<|NULL|>")],
-)  # fmt: skip
+    [
+        ("waypoints[2].y[3]", "a"),
+        ("waypoints[0].x[0]", "+"),
+        ("waypoints[4].y.sign", "5"),
+        ("waypoints[3].x.sign", "<|NULL|>"),
+    ],
+)
 def test_malformed_number(good, scaffold, tokenizer, schema, slot, value):
     span = slot_of(schema, tokenizer, slot)
     ids = good.copy()
@@ -223,9 +227,13 @@ def test_malformed_number(good, scaffold, tokenizer, schema, slot, value):
 
 @pytest.mark.parametrize(
     ("slot", "words"),
-    [("longitudinal", ["brake"]), ("lateral", ["lane", "_change"]), ("longitudinal", ["yes"]),
-     ("lateral", [])],
-)  # fmt: skip
+    [
+        ("longitudinal", ["brake"]),
+        ("lateral", ["lane", "_change"]),
+        ("longitudinal", ["yes"]),
+        ("lateral", []),
+    ],
+)
 def test_out_of_vocabulary_meta_behavior(good, scaffold, tokenizer, schema, slot, words):
     span = slot_of(schema, tokenizer, slot)
     value = [i for w in words for i in tokenizer.encode(w)]
@@ -285,8 +293,15 @@ def test_foreign_tokenizer_with_other_token_names(tmp_path):
     the schema names its tokens."""
     from blockplan.schema import corpus, load_tokenizer, render_prompt, train_tokenizer
 
-    names = ("|<MASK>|", "<|pad|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
-             "<|image_pad|>", "<|vision_end|>")  # fmt: skip
+    names = (
+        "|<MASK>|",
+        "<|pad|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<|vision_start|>",
+        "<|image_pad|>",
+        "<|vision_end|>",
+    )
     texts = list(corpus.default_corpus(num_answers=200))
     train_tokenizer(texts, 600, tmp_path / "tokenizer.json", special_tokens=names)
     tokenizer = load_tokenizer(tmp_path / "tokenizer.json")

@@ -46,8 +46,10 @@ def test_layout(schema, tokenizer):
     assert int(np.sum(ids == pad)) == 8 * 16
     header = tokenizer.decode(list(ids[: prompt.header_end]))
     assert header.startswith("<|im_start|>system\n" + schema.system_text + "<|im_end|>")
-    assert header.endswith("<|im_start|>user\nCameras, 2 frames each, oldest first: "
-                           "front_left, front, front_right, rear.\n")  # fmt: skip
+    assert header.endswith(
+        "<|im_start|>user\nCameras, 2 frames each, oldest first: "
+        "front_left, front, front_right, rear.\n"
+    )
     assert tokenizer.decode(list(ids[-3:])).endswith("<|im_start|>assistant\n")
 
 

@@ -32,8 +32,9 @@ def test_options_are_validated() -> None:
     with pytest.raises(DatasetError, match="duration"):
         DatasetOptions(scenarios=("merge",), episodes=1, duration_s=6.0)
     with pytest.raises(DatasetError, match="val_fraction"):
-        DatasetOptions(scenarios=("merge",), episodes=1, duration_s=9.0, val_fraction=0.9,
-                       test_fraction=0.2)  # fmt: skip
+        DatasetOptions(
+            scenarios=("merge",), episodes=1, duration_s=9.0, val_fraction=0.9, test_fraction=0.2
+        )
 
 
 @pytest.fixture
@@ -51,8 +52,9 @@ def crash_seed_zero(monkeypatch):
 def test_dataset_end_to_end_drops_crashes_and_resumes(tmp_path, crash_seed_zero) -> None:
     rig = load_rig()
     # val/test fractions chosen so seeds 1 and 2 land in different splits
-    options = DatasetOptions(scenarios=("merge",), episodes=2, duration_s=8.0,
-                             val_fraction=0.45, test_fraction=0.45)  # fmt: skip
+    options = DatasetOptions(
+        scenarios=("merge",), episodes=2, duration_s=8.0, val_fraction=0.45, test_fraction=0.45
+    )
     manifest = DatasetWriter(tmp_path, options, rig).run()
     assert [d["seed"] for d in manifest["dropped"]] == [0]
     assert manifest["counts"]["dropped_crashes"] == {"merge": 1}

@@ -30,10 +30,19 @@ def _log(ego_xy, speed, yaw=None, lat=None, others=()) -> EpisodeLog:
         present[:, j] = True
         static.append(Box(j, KIND_VEHICLE, 0, 0, 0, 0, 5.0, 2.0, 1.5, (200, 0, 0)))
     return EpisodeLog(
-        scenario="synthetic", seed=0, dt=DT, t=np.arange(n) * DT, ego=ego,
-        ego_lane=[("a", "b", 0)] * n, ego_in_junction=np.zeros(n, bool), boxes=boxes,
-        present=present, box_static=static, road=RoadMap(lanes=()), crashed_at=None,
-    )  # fmt: skip
+        scenario="synthetic",
+        seed=0,
+        dt=DT,
+        t=np.arange(n) * DT,
+        ego=ego,
+        ego_lane=[("a", "b", 0)] * n,
+        ego_in_junction=np.zeros(n, bool),
+        boxes=boxes,
+        present=present,
+        box_static=static,
+        road=RoadMap(lanes=()),
+        crashed_at=None,
+    )
 
 
 def test_constant_speed_waypoints_are_the_future_positions() -> None:
@@ -51,14 +60,19 @@ def test_constant_speed_waypoints_are_the_future_positions() -> None:
 
 def test_waypoints_are_in_the_ego_frame() -> None:
     t = np.arange(0, 8.0 + 1e-9, DT)  # driving north (+y) at 10 m/s: ego x is odom +y
-    log = _log(np.stack([np.full_like(t, 5.0), 10.0 * t], -1), np.full(len(t), 10.0),
-               yaw=np.pi / 2, lat=np.zeros_like(t))  # fmt: skip
+    log = _log(
+        np.stack([np.full_like(t, 5.0), 10.0 * t], -1),
+        np.full(len(t), 10.0),
+        yaw=np.pi / 2,
+        lat=np.zeros_like(t),
+    )
     assert np.allclose(label_at(log, 0.0).answer.waypoints[:, 0], [10, 20, 30, 40, 50])
     assert np.allclose(label_at(log, 0.0).answer.waypoints[:, 1], 0, atol=1e-9)
 
 
-@pytest.mark.parametrize("direction, expected", [(1, Lateral.LANE_CHANGE_LEFT),
-                                                 (-1, Lateral.LANE_CHANGE_RIGHT)])  # fmt: skip
+@pytest.mark.parametrize(
+    "direction, expected", [(1, Lateral.LANE_CHANGE_LEFT), (-1, Lateral.LANE_CHANGE_RIGHT)]
+)
 def test_lane_change_is_labelled_by_its_direction(direction, expected) -> None:
     t = np.arange(0, 8.0 + 1e-9, DT)
     y = direction * 4.0 * np.clip((t - 1.0) / 3.0, 0, 1)  # one lane (4 m) over 3 s
@@ -86,8 +100,9 @@ def test_cut_in_is_a_conflicting_vehicle() -> None:
     t = np.arange(0, 8.0 + 1e-9, DT)
     cut_y = 4.0 * (1 - np.clip((t - 0.5) / 2.0, 0, 1))  # from the left lane into ours
     other = np.stack([15.0 + 20.0 * t, cut_y], -1)
-    log = _log(np.stack([20.0 * t, np.zeros_like(t)], -1), np.full(len(t), 20.0),
-               others=[(other, 20.0)])  # fmt: skip
+    log = _log(
+        np.stack([20.0 * t, np.zeros_like(t)], -1), np.full(len(t), 20.0), others=[(other, 20.0)]
+    )
     label = label_at(log, 0.0)
     assert label.answer.critical_objects["conflicting_vehicle"]
     assert label.facts["conflict"] == "merging_left"

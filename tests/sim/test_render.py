@@ -32,8 +32,18 @@ def test_front_camera_sees_the_road_and_a_car_placed_ahead(highway_log) -> None:
     patch = empty[-10:, 70:90].reshape(-1, 3).mean(axis=0)
     assert np.linalg.norm(patch - ASPHALT) < np.linalg.norm(patch - GRASS)
     ego = snap.ego
-    red = Box(99, KIND_VEHICLE, ego.x + 12.0 * np.cos(ego.yaw), ego.y + 12.0 * np.sin(ego.yaw),
-              ego.yaw, 0.0, 5.0, 2.0, 1.5, (220, 20, 20))  # fmt: skip
+    red = Box(
+        99,
+        KIND_VEHICLE,
+        ego.x + 12.0 * np.cos(ego.yaw),
+        ego.y + 12.0 * np.sin(ego.yaw),
+        ego.yaw,
+        0.0,
+        5.0,
+        2.0,
+        1.5,
+        (220, 20, 20),
+    )
     with_car = renderer.render(dataclasses.replace(snap, boxes=(red,)))["front"]
     diff = np.abs(with_car.astype(int) - empty.astype(int)).sum(axis=2)
     rows, cols = np.nonzero(diff > 30)

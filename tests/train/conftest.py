@@ -29,8 +29,16 @@ def write_shard(path: Path, seed: int, num_samples: int = 4) -> None:
     cols: dict[str, list] = {}
     for i in range(num_samples):
         t0 = 3.0 + 0.5 * i
-        hist = [EgoState(stamp_ns=int((t0 - 0.5 * k) * 1e9), x=speed * (t0 - 0.5 * k), y=0.0,
-                         yaw=0.0, v_x=speed) for k in range(6, -1, -1)]  # fmt: skip
+        hist = [
+            EgoState(
+                stamp_ns=int((t0 - 0.5 * k) * 1e9),
+                x=speed * (t0 - 0.5 * k),
+                y=0.0,
+                yaw=0.0,
+                v_x=speed,
+            )
+            for k in range(6, -1, -1)
+        ]
         future_t = 0.25 * np.arange(1, 21)
         future = np.stack([speed * future_t, np.zeros(20)], -1)
         row = {
@@ -40,7 +48,7 @@ def write_shard(path: Path, seed: int, num_samples: int = 4) -> None:
             "ego_history": ego_history_array(hist, int(t0 * 1e9), schema),
             "history_states": [
                 [s.stamp_ns / 1e9, s.x, s.y, s.yaw, s.v_x, s.v_y, s.a_x, s.a_y] for s in hist
-            ],  # fmt: skip
+            ],
             "waypoints": future[3::4],
             "future_xy": future,
             "critical": [k == "nearby_vehicle" for k in CRITICAL_OBJECT_KEYS],
@@ -68,9 +76,15 @@ def write_dataset(root: Path, splits: dict[str, list[int]], num_samples: int = 4
         for seed in seeds:
             shard = root / split / f"highway-{seed:06d}.npz"
             write_shard(shard, seed, num_samples)
-            episodes.append({"scenario": "highway", "seed": seed, "split": split,
-                             "shard": str(shard.relative_to(root)),
-                             "num_samples": num_samples})  # fmt: skip
+            episodes.append(
+                {
+                    "scenario": "highway",
+                    "seed": seed,
+                    "split": split,
+                    "shard": str(shard.relative_to(root)),
+                    "num_samples": num_samples,
+                }
+            )
     (root / "manifest.json").write_text(json.dumps({"episodes": episodes, "dropped": []}))
     return root
 

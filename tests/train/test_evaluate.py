@@ -25,8 +25,15 @@ def test_eval_reports_every_method(recipe, dataset_dir, tmp_path):
     model = PlannerModel(recipe.model_config)
     init_weights(model)
     folder = model.save_pretrained(tmp_path / "model", tokenizer_json=recipe.tokenizer.to_str())
-    results = evaluate(dataset_dir, folder, "test", max_samples=2, check_collisions=False,
-                       progress=False, mlp_steps=20)  # fmt: skip
+    results = evaluate(
+        dataset_dir,
+        folder,
+        "test",
+        max_samples=2,
+        check_collisions=False,
+        progress=False,
+        mlp_steps=20,
+    )
     assert set(results) == set(METHODS + EXTRA)
     for name, r in results.items():
         for key in (

@@ -20,8 +20,9 @@ def _setup(recipe, seed=0):
     prompt = torch.from_numpy(np.asarray(recipe.template.token_ids)[None].repeat(B, 0))
     answer = rng.integers(10, recipe.tokenizer.vocab_size, (B, len(recipe.scaffold)))
     v = recipe.model_config.vision
-    images = torch.from_numpy(rng.integers(0, 255, (B, 4, v.image_height, v.image_width, 3),
-                                           dtype=np.uint8))  # fmt: skip
+    images = torch.from_numpy(
+        rng.integers(0, 255, (B, 4, v.image_height, v.image_width, 3), dtype=np.uint8)
+    )
     noisy, masks = draw_noise(module.layout, answer, module.mask_id, rng)
     return module, prompt, torch.from_numpy(answer), images, torch.from_numpy(noisy), masks, P
 
@@ -45,8 +46,12 @@ def test_streams_match_ar_and_draft_forwards(recipe):
             s, e = block.start, block.end
             seq = torch.cat([embeds, model.embed(answer[:, :s]), model.embed(noisy[:, c, s:e])], 1)
             spans = [(a, a + 1) for a in range(s)] + [(s, e)]
-            _, ref = model(inputs_embeds=seq, mask=block_causal_mask(prompt_mask, spans),
-                           num_logits=0, return_hidden=True)  # fmt: skip
+            _, ref = model(
+                inputs_embeds=seq,
+                mask=block_causal_mask(prompt_mask, spans),
+                num_logits=0,
+                return_hidden=True,
+            )
             off = P + (1 + c) * A
             torch.testing.assert_close(hidden[:, off + s : off + e], ref[:, P + s :])
 

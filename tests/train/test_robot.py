@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from blockplan.cli import main
-from blockplan.engine.embodiment import robot_config
-from blockplan.engine.planner import Planner
 from blockplan.model.planner_model import PlannerModel
+from blockplan.planner.embodiment import robot_config
+from blockplan.planner.planner import Planner
 from blockplan.train.distill import ChunkDiffusionModule
 from blockplan.train.forcing import (
     ChunkNoiseLayout,
@@ -148,17 +148,25 @@ def test_train_robot_smoke_run_writes_a_loadable_student_with_its_card(data, tmp
     phases = {r.get("phase") for r in records if r["event"] == "train"}
     assert phases == {"teacher", "student"}
     card = (out / "best" / "MODEL_CARD.md").read_text()
-    for words in ("Teacher", "bidirectional", "masked-diffusion loss", "Student",
-                  "block-causal", "diffusion forcing", "KL(teacher || student)",
-                  "--embodiment robot"):  # fmt: skip
+    for words in (
+        "Teacher",
+        "bidirectional",
+        "masked-diffusion loss",
+        "Student",
+        "block-causal",
+        "diffusion forcing",
+        "KL(teacher || student)",
+        "--embodiment robot",
+    ):
         assert words in card
     config = robot_config(None, ("front", "wrist"), 1)
     planner = Planner.from_folder(out / "best", config)  # the manifest (with the card) checks
     assert planner.schema.horizon == 3 and planner.schema.num_bins == 16
     teacher = Planner.from_folder(out / "teacher", config)
     assert teacher.schema == planner.schema
-    examples = load_robot_examples(data, "val", RobotRecipe.of_config(planner.model.config,
-                                                                      planner.tokenizer))  # fmt: skip
+    examples = load_robot_examples(
+        data, "val", RobotRecipe.of_config(planner.model.config, planner.tokenizer)
+    )
     frames = planner.format.synthetic(config, 0).frames
     obs = RobotObservation(0, frames, examples.proprio[0], str(examples.instruction[0]))
     assert planner.plan(obs).actions.shape == (3, 3)

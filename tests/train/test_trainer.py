@@ -27,8 +27,9 @@ def test_bad_config_is_rejected():
 def test_resume_continues_exactly(recipe, dataset_dir, tmp_path):
     train = load_shards(dataset_dir, "train", recipe)
     val = load_shards(dataset_dir, "val", recipe)
-    config = TrainConfig(steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1,
-                         val_samples=2, seed=3)  # fmt: skip
+    config = TrainConfig(
+        steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
+    )
 
     straight = Trainer(recipe, train, tmp_path / "a", config, val_set=val, progress=False)
     final = straight.fit()
@@ -51,8 +52,48 @@ def test_init_from_copies_a_folders_weights(recipe, dataset_dir, tmp_path):
     config = TrainConfig(steps=1, batch_size=2, seed=5)
     source = Trainer(recipe, train, tmp_path / "a", config, progress=False)
     folder = source.model.save_pretrained(tmp_path / "m", recipe.tokenizer.to_str())
-    target = Trainer(recipe, train, tmp_path / "b", TrainConfig(steps=1, batch_size=2, seed=6),
-                     progress=False)  # fmt: skip
+    target = Trainer(
+        recipe, train, tmp_path / "b", TrainConfig(steps=1, batch_size=2, seed=6), progress=False
+    )
     assert parameter_digest(target.module) != parameter_digest(source.module)
     target.init_from(folder)
     assert parameter_digest(target.module) == parameter_digest(source.module)
+
+
+def _futures(lateral_m: list[float]):
+    import numpy as np
+
+    xy = np.zeros((len(lateral_m), 20, 2))
+    xy[:, :, 0] = np.linspace(1, 20, 20)
+    xy[:, -1, 1] = lateral_m
+    return xy
+
+
+def test_epoch_pool_repeats_rare_lateral_samples_per_scenario():
+    import collections
+
+    import numpy as np
+
+    from blockplan.train.trainer import epoch_pool
+
+    # highway: 1 lateral of 10; roundabout: 3 of 4 (already above the share)
+    lateral = [2.0] + [0.1] * 9 + [3.0, -3.0, 4.0, 0.2]
+    episode = np.array(["highway-1"] * 10 + ["roundabout-7"] * 4)
+    pool = epoch_pool(_futures(lateral), episode, share=0.3, threshold_m=1.0)
+    counts = collections.Counter(pool.tolist())
+    assert all(counts[i] >= 1 for i in range(14))  # nothing dropped
+    # 0.3 * 0.9 / (0.1 * 0.7) = 3.86 -> 4 copies: 4 of 13 highway samples (31 %)
+    assert counts[0] == 4 and all(counts[i] == 1 for i in range(1, 14))
+    assert np.array_equal(epoch_pool(_futures(lateral), episode, 0.0, 1.0), np.arange(14))
+    with pytest.raises(TrainError):
+        TrainConfig(steps=1, lateral_share=1.0)
+
+
+def test_trainer_draws_batches_from_the_pool(recipe, dataset_dir, tmp_path):
+    train = load_shards(dataset_dir, "train", recipe)
+    config = TrainConfig(steps=2, batch_size=2, lateral_share=0.5, lateral_threshold_m=0.5)
+    trainer = Trainer(recipe, train, tmp_path / "run", config, progress=False)
+    assert len(trainer.pool) >= len(train)
+    drawn = [i for step in range(trainer.steps_per_epoch) for i in trainer.batch_indices(step)]
+    assert set(drawn) <= set(range(len(train)))
+    assert len(drawn) == trainer.steps_per_epoch * 2

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import torch
 
-from blockplan.engine.kv_cache import KVCache
+from blockplan.decoding.kv_cache import KVCache
 from blockplan.model.config import DecoderConfig
 from blockplan.model.planner_model import PlannerModel
 

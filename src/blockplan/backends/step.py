@@ -24,7 +24,7 @@ from typing import Protocol
 
 import torch
 
-from blockplan.engine.kv_cache import KVCache
+from blockplan.decoding.kv_cache import KVCache
 from blockplan.export.graphs import DecoderStep, VisionFrame
 from blockplan.model.config import DecoderConfig
 from blockplan.model.masks import causal_mask

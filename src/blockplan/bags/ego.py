@@ -31,7 +31,7 @@ QUATERNION_NORM_TOLERANCE = 0.01
 
 class OdometryError(ValueError):
     """An odometry message that cannot be an ego state (its orientation is no rotation);
-    the adapter counts it (`runtime.on_invalid_input("odometry_invalid_quaternion", ...)`)."""
+    the adapter counts it (`runtime.on_invalid_input(InvalidInput.ODOMETRY_INVALID_QUATERNION, ...)`)."""
 
 
 def odometry_to_ego(msg: Any) -> EgoState:

@@ -66,9 +66,14 @@ class TrackingController:
         self._integral = 0.0
 
     def command(
-        self, traj: Trajectory, traj_pose: Pose2D, pose: Pose2D, speed: float, now_ns: int,
+        self,
+        traj: Trajectory,
+        traj_pose: Pose2D,
+        pose: Pose2D,
+        speed: float,
+        now_ns: int,
         dt: float,
-    ) -> Command:  # fmt: skip
+    ) -> Command:
         """traj_pose: the ego pose (odom) at the trajectory's stamp; pose, speed: the ego now."""
         c = self.config
         tau = max(0.0, ns_to_seconds(now_ns - traj.stamp_ns))
@@ -105,8 +110,10 @@ class TrackingController:
         lo, hi = c.acceleration_range
         accel = float(np.clip(a_ff + c.kp * error + c.ki * self._integral, lo, hi))
         # highway-env's steering is positive towards its +y (REP-103's right).
-        action = np.array([
-            np.interp(accel, [lo, hi], [-1.0, 1.0]),
-            -steering / c.steering_range_rad,
-        ])  # fmt: skip
+        action = np.array(
+            [
+                np.interp(accel, [lo, hi], [-1.0, 1.0]),
+                -steering / c.steering_range_rad,
+            ]
+        )
         return Command(accel, steering, action)

@@ -29,7 +29,13 @@ from blockplan.closedloop.metrics import EpisodeResult, Trace
 from blockplan.closedloop.route import route_command
 from blockplan.closedloop.world import DT, ClosedLoopWorld
 from blockplan.config import PlannerConfig
-from blockplan.runtime import Planner, PlannerRuntime, VirtualClock
+from blockplan.runtime import (
+    PlannerRuntime,
+    RuntimePlanner,
+    VirtualClock,
+    VirtualWorker,
+    plan_postprocess,
+)
 from blockplan.sim.rig import Rig
 from blockplan.sim.roadmap import road_map_from_network
 from blockplan.sim.scenarios import SIM_HZ, Scenario
@@ -108,7 +114,7 @@ class PlannerDriver:
         self,
         world: ClosedLoopWorld,
         spec: EpisodeSpec,
-        planner: Planner,
+        planner: RuntimePlanner,
         config: PlannerConfig,
         rig: Rig,
         controller: ControllerConfig | None = None,
@@ -120,7 +126,8 @@ class PlannerDriver:
         self.world = world
         self.spec = spec
         clock = VirtualClock(world.stamp_ns())
-        self.runtime = PlannerRuntime(config, planner, clock, timing="ideal")
+        worker = VirtualWorker(planner, "ideal", plan_postprocess(config))
+        self.runtime = PlannerRuntime(config, worker, clock)
         self.renderer = RigRenderer(rig, road_map_from_network(world.env.road.network))
         self.controller = TrackingController(controller)
         self.frame_sink = frame_sink
@@ -205,7 +212,7 @@ def run_expert_episode(
 def run_planner_episode(
     spec: EpisodeSpec,
     name: str,
-    planner: Planner,
+    planner: RuntimePlanner,
     config: PlannerConfig,
     rig: Rig,
     controller: ControllerConfig | None = None,

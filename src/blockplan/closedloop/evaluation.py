@@ -22,7 +22,7 @@ from blockplan.closedloop.episode import (
 from blockplan.closedloop.frames_out import FrameWriter
 from blockplan.closedloop.metrics import EpisodeResult, aggregate
 from blockplan.config import PlannerConfig
-from blockplan.runtime import Planner
+from blockplan.runtime import RuntimePlanner
 from blockplan.sim.rig import Rig
 
 
@@ -64,7 +64,7 @@ class Evaluation:
 def run_evaluation(
     specs: Sequence[EpisodeSpec],
     policies: Sequence[str],
-    planners: Mapping[str, Planner],
+    planners: Mapping[str, RuntimePlanner],
     config: PlannerConfig,
     rig: Rig,
     render_dir: str | Path | None = None,

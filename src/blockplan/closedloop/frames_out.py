@@ -25,8 +25,9 @@ def camera_grid(images: dict[str, np.ndarray]) -> np.ndarray:
 class FrameWriter:
     """Writes one grid PNG every `every_s` of simulated time, at most `max_frames`."""
 
-    def __init__(self, folder: str | Path, prefix: str, every_s: float = 1.0,
-                 max_frames: int = 10) -> None:  # fmt: skip
+    def __init__(
+        self, folder: str | Path, prefix: str, every_s: float = 1.0, max_frames: int = 10
+    ) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.prefix = prefix

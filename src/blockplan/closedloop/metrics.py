@@ -62,8 +62,13 @@ class Trace:
 def aggregate(results: list[EpisodeResult]) -> dict:
     """The per-policy summary the JSON reports."""
     if not results:
-        return {"episodes": 0, "collision_rate": None, "progress_m": None,
-                "lane_departure_rate": None, "mean_abs_jerk": None}  # fmt: skip
+        return {
+            "episodes": 0,
+            "collision_rate": None,
+            "progress_m": None,
+            "lane_departure_rate": None,
+            "mean_abs_jerk": None,
+        }
     counters: dict[str, int] = {}
     for r in results:
         for key, value in r.counters.items():

@@ -44,13 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", help="params YAML (default: the shipped params/planner.yaml)")
     add_set_argument(parser)
     parser.add_argument(
-        "--threads", type=int, help="torch CPU threads (default: model.num_threads)"
+        "--threads", type=int, help="torch CPU threads (= --set model.num_threads=N)"
     )
-    parser.add_argument("--dtype", help="override model.dtype (float32, float64, ...)")
+    parser.add_argument("--dtype", help="= --set model.dtype=NAME (float32, float64, ...)")
     parser.add_argument(
         "--device",
-        help="override model.device (cpu, cuda, cuda:N): where the torch backend runs the "
-        "model, its K/V cache and the images",
+        help="= --set model.device=DEVICE (cpu, cuda, cuda:N): where the torch backend runs "
+        "the model, its K/V cache and the images",
     )
     parser.add_argument(
         "--layers",
@@ -61,8 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--backend",
-        help=f"override model.backend ({'|'.join(BACKENDS)}; onnxruntime exports the model "
-        "in-process first); a comma-separated list compares backends in one interleaved run",
+        help=f"= --set model.backend=NAME ({'|'.join(BACKENDS)}; onnxruntime exports the "
+        "model in-process first); a comma-separated list compares backends in one "
+        "interleaved run",
     )
     parser.add_argument(
         "--no-hf", action="store_true", help="skip the transformers generate baseline"
@@ -80,8 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from blockplan.engine.bench import run_bench
-    from blockplan.engine.planner import Planner, PlannerSetupError
+    from blockplan.bench.decoding import run_bench
+    from blockplan.planner.planner import Planner, PlannerSetupError
 
     strategies = [s for s in (args.strategies or "").split(",") if s]
     unknown = [s for s in strategies if s not in STRATEGIES]
@@ -111,18 +112,18 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    torch.set_num_threads(args.threads or config.model.num_threads)
+    torch.set_num_threads(config.model.num_threads)
     if args.streaming:
         from blockplan.commands.bench_streaming import run_streaming
 
         return run_streaming(args, config)
     if not args.params and _is_qwen_source(args):
-        from blockplan.engine.qwen_planner import fastddrive_config
+        from blockplan.planner.qwen import fastddrive_config
 
         config = fastddrive_config(config)  # Fast-dDrive's 3 cameras, 1 frame each
     robot = None if args.params else _robot_source(args)
     if robot is not None:
-        from blockplan.engine.embodiment import robot_config
+        from blockplan.planner.embodiment import robot_config
 
         config = robot_config(config, *robot)  # the robot's cameras and frames
     try:
@@ -166,8 +167,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compare_backends(planner, backends, strategies, args, source: str) -> int:
-    from blockplan.backends.bench import run_backend_bench
-    from blockplan.engine.planner import Planner
+    from blockplan.bench.backends import run_backend_bench
+    from blockplan.planner.planner import Planner
 
     base = planner.config.with_params({"rollouts.num_rollouts": args.rollouts})
     folder = Path(args.model) if args.model else None
@@ -222,12 +223,12 @@ def _robot_source(args: argparse.Namespace) -> tuple[tuple[str, ...], int] | Non
 
 
 def _default_strategies(planner) -> tuple[str, ...]:
-    from blockplan.engine.embodiment import ROBOT_BENCH_STRATEGIES
+    from blockplan.planner.embodiment import ROBOT_BENCH_STRATEGIES
 
     if planner.config.model.embodiment == "robot":
         return ROBOT_BENCH_STRATEGIES
     if planner.flow is not None:  # the strategies that decode a flow head's text sections
-        from blockplan.engine.strategies import FLOW_STRATEGIES
+        from blockplan.decoding.strategies import FLOW_STRATEGIES
 
         return FLOW_STRATEGIES
     return STRATEGIES

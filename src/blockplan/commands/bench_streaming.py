@@ -2,7 +2,7 @@
 
 Kept apart from `bench.py` so the decoding bench and this one change independently. Writes
 `{"streaming": {"prefill_cost_ratio", "max_abs_logit_diff", "ticks", ...}}` (see
-`engine/streaming_bench.py`).
+`bench/streaming.py`).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def add_streaming_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_streaming(args: argparse.Namespace, config: PlannerConfig) -> int:
-    from blockplan.engine.planner import Planner
-    from blockplan.engine.streaming_bench import run_streaming_bench
+    from blockplan.bench.streaming import run_streaming_bench
+    from blockplan.planner.planner import Planner
 
     try:
         height, width = (int(v) for v in args.image_size.lower().split("x"))
@@ -101,8 +101,8 @@ def run_streaming(args: argparse.Namespace, config: PlannerConfig) -> int:
 def _random_init_with_grid(preset: str, config: PlannerConfig, seed: int, grid: str):
     """A random-init planner whose images make rows x cols visual tokens (how the cost ratio
     scales when visual tokens dominate the prompt, as in larger VLAs)."""
-    from blockplan.engine.planner import Planner
-    from blockplan.engine.planner_parts import random_parts
+    from blockplan.planner.parts import random_parts
+    from blockplan.planner.planner import Planner
 
     try:
         rows, cols = (int(v) for v in grid.lower().split("x"))

@@ -53,9 +53,9 @@ def record_calibration(model_dir: Path, onnx_dir: Path, num_observations: int = 
     from blockplan.backends.ort import OrtExecutor
     from blockplan.backends.step import StepBackend
     from blockplan.config import PlannerConfig
-    from blockplan.engine.bench import synthetic_observation
-    from blockplan.engine.planner import Planner
     from blockplan.export.onnx_export import STEP_INPUTS, model_sha256
+    from blockplan.planner.planner import Planner
+    from blockplan.planner.synthetic import synthetic_observation
 
     planner = Planner.from_folder(model_dir, PlannerConfig())
     executor = OrtExecutor(onnx_dir, model_sha256(planner.model))

@@ -1,5 +1,7 @@
 """`blockplan closed-loop`: the planner drives the ego in highway-env; the model, the IDM
-expert and the constant-velocity baseline on the same seeds."""
+expert and the constant-velocity baseline on the same seeds. With `--embodiment robot`: the
+robot policy on a Meta-World task through `RobotRuntime`, next to the scripted expert and the
+blind (proprioception-only) baseline (closedloop/robot.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +14,15 @@ from pathlib import Path
 from blockplan.config import add_set_argument
 
 POLICIES = ("model", "expert", "constant_velocity")
+ROBOT_POLICIES = ("model", "expert", "blind")
+DEFAULT_ROBOT_MODEL = "models/blockplan-robot-tiny"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from blockplan.sim.scenarios import SCENARIOS
 
+    parser.add_argument("--embodiment", default="vehicle", choices=["vehicle", "robot"],
+                        help="vehicle: highway-env; robot: Meta-World (--task)")  # fmt: skip
     parser.add_argument("--scenario", default="highway", choices=sorted(SCENARIOS))
     parser.add_argument("--episodes", type=int, default=5, help="number of seeds (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
@@ -36,10 +42,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policies",
         nargs="+",
-        choices=POLICIES,
-        default=list(POLICIES),
-        help="which policies to run (default: all three)",
+        choices=sorted({*POLICIES, *ROBOT_POLICIES}),
+        help="which policies to run (default: all three: model expert constant_velocity; "
+        "robot: model expert blind)",
     )
+    robot = parser.add_argument_group("robot (--embodiment robot)")
+    robot.add_argument("--task", default="reach", help="Meta-World task: reach, push, pick-place")
+    robot.add_argument("--data", help="robot data set the blind baseline trains on (its train "
+                       "split; default: the model card's data set is not assumed, so required "
+                       "for the blind policy)")  # fmt: skip
+    robot.add_argument("--max-steps", type=int, default=150, help="control steps per episode")
+    robot.add_argument("--render-every", type=int, default=4,
+                       help="render the cameras every k-th control step (4: 20 Hz)")  # fmt: skip
     parser.add_argument("--render-dir", help="write PNG camera grids of the first planner episode")
     parser.add_argument("--params", help="ROS 2 params YAML (default: the shipped planner.yaml)")
     add_set_argument(parser)
@@ -49,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _default_model(config) -> str:
-    from blockplan.runtime.model import RANDOM_INIT, ModelLoadError, resolve_model_dir
+    from blockplan.planner.loading import RANDOM_INIT, ModelLoadError, resolve_model_dir
 
     try:
         resolve_model_dir(config.model.dir)
@@ -59,11 +73,19 @@ def _default_model(config) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.embodiment == "robot":
+        return run_robot(args)
+    args.policies = args.policies or list(POLICIES)
+    bad = [p for p in args.policies if p not in POLICIES]
+    if bad:
+        print(f"error: --policies {bad[0]}: a vehicle policy is one of {list(POLICIES)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     from tqdm import tqdm
 
     from blockplan.closedloop import EpisodeSpec, run_evaluation
     from blockplan.config import ConfigError, default_params_path, load_config
-    from blockplan.runtime.model import ModelLoadError, load_model
+    from blockplan.planner.loading import ModelLoadError, load_model
     from blockplan.sim.rig import load_rig
     from blockplan.sim.scenarios import ScenarioError, get_scenario
 
@@ -123,5 +145,71 @@ def run(args: argparse.Namespace) -> int:
                 f"{m['progress_m']:.1f} m  lane departures {m['lane_departure_rate']:.2f}  "
                 f"|jerk| {m['mean_abs_jerk']:.3f} m/s^3  ({m['episodes']} episodes)"
             )
+    print(f"wrote {args.json}")
+    return 0
+
+
+def robot_planner(model: str, params: str | None, overrides, control_hz: float | None = None):
+    """(config, planner) of a robot model folder with params/robot.yaml (or `params`)."""
+    from blockplan.config import load_config, package_root
+    from blockplan.planner.embodiment import robot_config
+    from blockplan.planner.loading import load_model
+
+    config = load_config(params or package_root() / "params" / "robot.yaml", overrides=overrides)
+    if control_hz is not None:
+        config = config.with_params({"control.rate_hz": control_hz})
+    planner = load_model(model, config, where="--model", require_manifest=False)
+    mc = planner.model.config
+    config = robot_config(config, mc.camera_names, mc.num_frames)
+    return config, planner
+
+
+def run_robot(args: argparse.Namespace) -> int:
+    from blockplan.closedloop.robot import BlindPolicy, evaluate_robot
+    from blockplan.config import ConfigError
+    from blockplan.planner.loading import ModelLoadError
+    from blockplan.sim.manipulation import CONTROL_PERIOD_S, task_spec
+
+    policies = args.policies or list(ROBOT_POLICIES)
+    bad = [p for p in policies if p not in ROBOT_POLICIES]
+    if bad or args.episodes < 1 or args.max_steps < 1:
+        why = f"--policies {bad[0]}: a robot policy is one of {list(ROBOT_POLICIES)}" if bad else (
+            "--episodes and --max-steps must be >= 1")  # fmt: skip
+        print(f"error: {why}", file=sys.stderr)
+        return 2
+    if "blind" in policies and not args.data:
+        print("error: the blind baseline trains on --data (a robot data set)", file=sys.stderr)
+        return 2
+    task_spec(args.task)
+    model = args.model or DEFAULT_ROBOT_MODEL
+    start = time.perf_counter()
+    try:
+        config, planner = robot_planner(model, args.params, args.set, 1.0 / CONTROL_PERIOD_S)
+    except (ConfigError, ModelLoadError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    blind = None
+    if "blind" in policies:
+        blind = BlindPolicy.fit(args.data, planner.schema.horizon, seed=0)
+    seeds = [args.seed + k for k in range(args.episodes)]
+    progress = None if args.no_progress else (lambda line: print(line, file=sys.stderr))
+    doc = evaluate_robot(args.task, seeds, policies, planner, config, blind,
+                         args.max_steps, args.render_every, progress=progress)  # fmt: skip
+    doc["run"] = {
+        "embodiment": "robot",
+        "model": model,
+        "weights": getattr(planner, "weights", None),
+        "decoding": config.decoding.strategy,
+        "replan_steps": config.robot.replan_steps,
+        "blind_data": args.data,
+        "blind_train_loss": getattr(blind, "train_loss", None),
+        "wall_s": round(time.perf_counter() - start, 1),
+    }
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+    for policy in policies:
+        m = doc[policy]
+        print(f"{policy:>8}: success {m['success_rate']:.2f}  mean steps {m['mean_steps']:.1f}  "
+              f"({m['episodes']} episodes, {args.task})")  # fmt: skip
     print(f"wrote {args.json}")
     return 0

@@ -12,27 +12,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from blockplan.sim.scenarios import SCENARIOS
 
     parser.add_argument(
-        "--scenario", nargs="+", default=["highway"], choices=sorted(SCENARIOS),
+        "--scenario",
+        nargs="+",
+        default=["highway"],
+        choices=sorted(SCENARIOS),
         help="one or more highway-env scenarios",
-    )  # fmt: skip
-    parser.add_argument("--episodes", type=int, required=True,
-                        help="kept (not crashed) episodes per scenario")  # fmt: skip
+    )
+    parser.add_argument(
+        "--episodes", type=int, required=True, help="kept (not crashed) episodes per scenario"
+    )
     parser.add_argument("--out", required=True, help="data set folder (resumes if it exists)")
-    parser.add_argument("--duration", type=float, default=20.0,
-                        help="simulated seconds per episode incl. the 5 s look-ahead (20)")  # fmt: skip
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=20.0,
+        help="simulated seconds per episode incl. the 5 s look-ahead (20)",
+    )
     parser.add_argument("--seed-base", type=int, default=0, help="first episode seed (0)")
-    parser.add_argument("--sample-period", type=float, default=0.5,
-                        help="seconds between samples of an episode (0.5)")  # fmt: skip
+    parser.add_argument(
+        "--sample-period",
+        type=float,
+        default=0.5,
+        help="seconds between samples of an episode (0.5)",
+    )
     parser.add_argument("--num-frames", type=int, default=2, help="frames per camera (2)")
-    parser.add_argument("--frame-period", type=float, default=0.5,
-                        help="seconds between a sample's frames (0.5)")  # fmt: skip
+    parser.add_argument(
+        "--frame-period", type=float, default=0.5, help="seconds between a sample's frames (0.5)"
+    )
     parser.add_argument("--val-fraction", type=float, default=0.1, help="share of seeds (0.1)")
     parser.add_argument("--test-fraction", type=float, default=0.1, help="share of seeds (0.1)")
-    parser.add_argument("--no-export", action="store_true",
-                        help="skip the Fast-dDrive JSON export")  # fmt: skip
+    parser.add_argument("--no-export", action="store_true", help="skip the Fast-dDrive JSON export")
     parser.add_argument("--rig", help="camera rig YAML (default: the shipped params/rig.yaml)")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="episodes simulated in parallel processes (1)")  # fmt: skip
+    parser.add_argument(
+        "--workers", type=int, default=1, help="episodes simulated in parallel processes (1)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,11 +63,16 @@ def run(args: argparse.Namespace) -> int:
                     f"{get_scenario(name).max_duration_s} s"
                 )
         options = DatasetOptions(
-            scenarios=tuple(args.scenario), episodes=args.episodes, duration_s=args.duration,
-            seed_base=args.seed_base, sample_period_s=args.sample_period,
-            num_frames=args.num_frames, frame_period_s=args.frame_period,
-            val_fraction=args.val_fraction, test_fraction=args.test_fraction,
-        )  # fmt: skip
+            scenarios=tuple(args.scenario),
+            episodes=args.episodes,
+            duration_s=args.duration,
+            seed_base=args.seed_base,
+            sample_period_s=args.sample_period,
+            num_frames=args.num_frames,
+            frame_period_s=args.frame_period,
+            val_fraction=args.val_fraction,
+            test_fraction=args.test_fraction,
+        )
         writer = DatasetWriter(
             args.out, options, rig, export_fastddrive=not args.no_export, workers=args.workers
         )

@@ -14,11 +14,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="a planner model folder")
     parser.add_argument("--json", required=True, help="where to write the metrics JSON")
     parser.add_argument("--split", default="test", help="split to evaluate (test)")
-    parser.add_argument("--max-samples", type=int,
-                        help="evaluate this many evenly spaced samples (default: all)")  # fmt: skip
+    parser.add_argument(
+        "--max-samples", type=int, help="evaluate this many evenly spaced samples (default: all)"
+    )
     parser.add_argument("--rollouts", type=int, default=4, help="N of the rollouts run (4)")
-    parser.add_argument("--no-collisions", action="store_true",
-                        help="skip the re-simulation behind the collision rate")  # fmt: skip
+    parser.add_argument(
+        "--no-collisions",
+        action="store_true",
+        help="skip the re-simulation behind the collision rate",
+    )
     parser.add_argument("--num-threads", type=int, default=1, help="torch CPU threads (1)")
 
 
@@ -31,9 +35,13 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.num_threads)
     try:
         results = evaluate(
-            args.data, args.model, args.split, args.max_samples, args.rollouts,
+            args.data,
+            args.model,
+            args.split,
+            args.max_samples,
+            args.rollouts,
             check_collisions=not args.no_collisions,
-        )  # fmt: skip
+        )
     except (DataError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

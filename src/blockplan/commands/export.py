@@ -36,8 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from blockplan.engine.planner import Planner
     from blockplan.export.onnx_export import ExportError, export_onnx
+    from blockplan.planner.planner import Planner
 
     try:
         windows = [int(w) for w in args.windows.split(",") if w]

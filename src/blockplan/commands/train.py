@@ -18,21 +18,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from blockplan.train.recipe import ARCHS
 
     src = parser.add_mutually_exclusive_group(required=True)
-    src.add_argument("--data", help="a `blockplan dataset` folder (train/val splits), or a "
-                     "robot data set with --embodiment robot")  # fmt: skip
+    src.add_argument(
+        "--data",
+        help="a `blockplan dataset` folder (train/val splits), or a "
+        "robot data set with --embodiment robot",
+    )
     src.add_argument("--fastddrive", help="a Fast-dDrive JSON file of training records")
     parser.add_argument("--val-fastddrive", help="Fast-dDrive JSON validation records")
     parser.add_argument("--out", required=True, help="run folder: metrics, checkpoint, best")
-    parser.add_argument("--embodiment", default="vehicle", choices=["vehicle", "robot"],
-                        help="vehicle: the driving schema (SASD); robot: action chunks")  # fmt: skip
-    parser.add_argument("--arch", choices=sorted(ARCHS) + robot_preset_names(),
-                        help="model size (reference; robot: robot-tiny)")  # fmt: skip
-    parser.add_argument("--trajectory-head", default="tokens", choices=["tokens", "flow"],
-                        help="tokens: the answer's digit tokens; flow: a flow-matching head "
-                        "over the decoder's prefix, trained jointly (docs/ALGORITHMS.md §7.1)")  # fmt: skip
-    parser.add_argument("--cameras", nargs="+",
-                        default=["front_left", "front", "front_right", "rear"],
-                        help="camera names, in the model's (view-major) order")  # fmt: skip
+    parser.add_argument(
+        "--embodiment",
+        default="vehicle",
+        choices=["vehicle", "robot"],
+        help="vehicle: the driving schema (SASD); robot: action chunks",
+    )
+    parser.add_argument(
+        "--arch",
+        choices=sorted(ARCHS) + robot_preset_names(),
+        help="model size (reference; robot: robot-tiny)",
+    )
+    parser.add_argument(
+        "--trajectory-head",
+        default="tokens",
+        choices=["tokens", "flow"],
+        help="tokens: the answer's digit tokens; flow: a flow-matching head "
+        "over the decoder's prefix, trained jointly (docs/ALGORITHMS.md §7.1)",
+    )
+    parser.add_argument(
+        "--cameras",
+        nargs="+",
+        default=["front_left", "front", "front_right", "rear"],
+        help="camera names, in the model's (view-major) order",
+    )
     parser.add_argument("--num-frames", type=int, help="frames per camera (2; robot: 1)")
     parser.add_argument("--steps", type=int, required=True, help="optimizer steps")
     parser.add_argument("--batch-size", type=int, default=8, help="samples per rank (8)")
@@ -43,31 +60,63 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of init, order, noise (0)")
     parser.add_argument("--log-every", type=int, default=5, help="steps per log line (5)")
     parser.add_argument("--save-every", type=int, default=50, help="steps per checkpoint (50)")
-    parser.add_argument("--val-samples", type=int, default=48,
-                        help="validation samples per checkpoint (48)")  # fmt: skip
-    parser.add_argument("--max-minutes", type=float,
-                        help="stop and save after this much wall time")  # fmt: skip
-    parser.add_argument("--resume", action="store_true",
-                        help="continue from OUT/checkpoint when it exists")  # fmt: skip
-    parser.add_argument("--init-from",
-                        help="start from this model folder's weights (fine-tuning)")  # fmt: skip
+    parser.add_argument(
+        "--val-samples", type=int, default=48, help="validation samples per checkpoint (48)"
+    )
+    parser.add_argument("--max-minutes", type=float, help="stop and save after this much wall time")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from OUT/checkpoint when it exists"
+    )
+    parser.add_argument("--init-from", help="start from this model folder's weights (fine-tuning)")
+    parser.add_argument(
+        "--lateral-share",
+        type=float,
+        default=0.0,
+        help="per scenario, repeat samples whose future deviates laterally "
+        "by more than --lateral-threshold until they are at least this "
+        "share of the epoch (0: the data as it is)",
+    )
+    parser.add_argument(
+        "--lateral-threshold",
+        type=float,
+        default=1.0,
+        help="lateral deviation (m) that makes a sample lateral (1.0)",
+    )
     parser.add_argument("--num-threads", type=int, default=2, help="torch CPU threads (2)")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                        help="where to train (auto: cuda when available)")  # fmt: skip
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cpu", "cuda"],
+        help="where to train (auto: cuda when available)",
+    )
     robot = parser.add_argument_group("robot (--embodiment robot)")
-    robot.add_argument("--teacher-steps", type=int,
-                       help="steps of the bidirectional teacher (default: --steps); --steps "
-                       "are the student's")  # fmt: skip
+    robot.add_argument(
+        "--teacher-steps",
+        type=int,
+        help="steps of the bidirectional teacher (default: --steps); --steps are the student's",
+    )
     robot.add_argument("--horizon", type=int, default=8, help="timesteps per chunk (8)")
     robot.add_argument("--bins", type=int, default=256, help="bins per action value (256)")
-    robot.add_argument("--block-size", type=int,
-                       help="values per block, a multiple of the action dimension (default: it)")  # fmt: skip
-    robot.add_argument("--instruction-budget", type=int, default=16,
-                       help="instruction tokens in the prompt (16)")  # fmt: skip
-    robot.add_argument("--range-quantile", type=float, default=0.01,
-                       help="bin ranges: these quantiles of the training data (0.01)")  # fmt: skip
-    robot.add_argument("--eval-samples", type=int, default=8,
-                       help="validation samples decoded at the end for the model card (8)")  # fmt: skip
+    robot.add_argument(
+        "--block-size",
+        type=int,
+        help="values per block, a multiple of the action dimension (default: it)",
+    )
+    robot.add_argument(
+        "--instruction-budget", type=int, default=16, help="instruction tokens in the prompt (16)"
+    )
+    robot.add_argument(
+        "--range-quantile",
+        type=float,
+        default=0.01,
+        help="bin ranges: these quantiles of the training data (0.01)",
+    )
+    robot.add_argument(
+        "--eval-samples",
+        type=int,
+        default=8,
+        help="validation samples decoded at the end for the model card (8)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,20 +163,32 @@ def run(args: argparse.Namespace) -> int:
         # The flow head normalises by the training targets (the encoding does not depend on it).
         recipe = recipe.with_flow_statistics(train_set.future_xy)
         config = TrainConfig(
-            steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-            weight_decay=args.weight_decay, warmup_steps=args.warmup, grad_clip=args.grad_clip,
-            seed=args.seed, log_every=args.log_every, save_every=args.save_every,
-            val_samples=args.val_samples, max_minutes=args.max_minutes,
-        )  # fmt: skip
+            steps=args.steps,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            weight_decay=args.weight_decay,
+            warmup_steps=args.warmup,
+            grad_clip=args.grad_clip,
+            seed=args.seed,
+            log_every=args.log_every,
+            save_every=args.save_every,
+            val_samples=args.val_samples,
+            max_minutes=args.max_minutes,
+            lateral_share=args.lateral_share,
+            lateral_threshold_m=args.lateral_threshold,
+        )
         trainer = Trainer(recipe, train_set, args.out, config, ctx, val_set)
         if args.resume and trainer.resume():
             log.info("resumed from step %d", trainer.step)
         elif args.init_from:
             trainer.init_from(args.init_from)
         if ctx.is_main:
-            log.info("%d parameters, %d train samples, %d per epoch per rank",
-                     trainer.model.num_parameters(), len(train_set),
-                     trainer.steps_per_epoch * config.batch_size)  # fmt: skip
+            log.info(
+                "%d parameters, %d train samples, %d per epoch per rank",
+                trainer.model.num_parameters(),
+                len(train_set),
+                trainer.steps_per_epoch * config.batch_size,
+            )
         final = trainer.fit()
     except (DataError, TrainError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -189,11 +250,15 @@ def run_robot(args: argparse.Namespace) -> int:
             log_every=args.log_every,
             val_samples=args.val_samples,
             eval_samples=args.eval_samples,
+            teacher_max_s=None if args.max_minutes is None else args.max_minutes * 60 * 0.8,
+            student_max_s=None if args.max_minutes is None else args.max_minutes * 60 * 0.2,
         )
         command = _robot_command(args, arch, config, recipe)
-        trainer = RobotTrainer(recipe, train_set, args.out, config, val_set, device,
-                               command=command, data=args.data)  # fmt: skip
-        final = trainer.fit()
+        trainer = RobotTrainer(
+            recipe, train_set, args.out, config, val_set, device, command=command, data=args.data
+        )
+        torch.set_num_threads(args.num_threads)
+        final = trainer.fit(resume=args.resume)
     except (RobotDataError, SchemaError, TrainError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -207,11 +272,36 @@ def _robot_command(args: argparse.Namespace, arch: str, config, recipe) -> str:
 
     mc, schema = recipe.model_config, recipe.schema
     parts = ["blockplan", "train", "--embodiment", "robot", "--data", args.data, "--out", args.out]
-    parts += ["--arch", arch, "--steps", config.student_steps, "--teacher-steps",
-              config.teacher_steps, "--batch-size", config.batch_size, "--lr", config.lr,
-              "--warmup", config.warmup_steps, "--weight-decay", config.weight_decay,
-              "--grad-clip", config.grad_clip, "--seed", config.seed, "--horizon",
-              schema.horizon, "--bins", schema.num_bins, "--block-size", mc.block_size,
-              "--num-frames", mc.num_frames, "--instruction-budget", schema.instruction_budget,
-              "--range-quantile", args.range_quantile]  # fmt: skip
+    parts += [
+        "--arch",
+        arch,
+        "--steps",
+        config.student_steps,
+        "--teacher-steps",
+        config.teacher_steps,
+        "--batch-size",
+        config.batch_size,
+        "--lr",
+        config.lr,
+        "--warmup",
+        config.warmup_steps,
+        "--weight-decay",
+        config.weight_decay,
+        "--grad-clip",
+        config.grad_clip,
+        "--seed",
+        config.seed,
+        "--horizon",
+        schema.horizon,
+        "--bins",
+        schema.num_bins,
+        "--block-size",
+        mc.block_size,
+        "--num-frames",
+        mc.num_frames,
+        "--instruction-budget",
+        schema.instruction_budget,
+        "--range-quantile",
+        args.range_quantile,
+    ]
     return " ".join(shlex.quote(str(p)) for p in parts)

@@ -33,7 +33,7 @@ FLOW_PREFIX = "flow_head."
 # `frame_slot_embedding=False` the latter makes a frame's pre-RoPE keys and values at every
 # layer independent of the slot it occupies: its tokens see nothing outside the frame, their
 # inputs do not depend on the slot, and within-frame attention depends only on within-frame
-# distances (RoPE). Streaming the window (engine/streaming.py) is then exactly lossless.
+# distances (RoPE). Streaming the window (streaming/prefill.py) is then exactly lossless.
 VISUAL_ATTENTION = ("frame_and_header", "frame_only")
 # What the model drives (docs/DESIGN.md §1): `vehicle` (the driving schema, trained with the
 # two-stream SASD recipe) or `robot` (action chunks, trained with diffusion forcing).
@@ -59,6 +59,10 @@ class PlannerModelConfig:
     # waypoints the codec writes into the trajectory slots).
     trajectory_head: str = "tokens"
     flow_head: FlowHeadConfig | None = None  # the head's settings when trajectory_head=flow
+
+    # What the serving paths can do with the model (the Planner reads these, never the class):
+    exportable = True  # static-shape graphs: `blockplan export`, onnxruntime / tensorrt
+    can_stream = True  # the streaming window: vision per frame, pre-RoPE K/V reuse
 
     def __post_init__(self) -> None:
         if self.trajectory_head not in TRAJECTORY_HEADS:

@@ -72,7 +72,9 @@ def preset_config(
     streaming = preset.endswith(STREAM_SUFFIX)
     size = preset.removesuffix(STREAM_SUFFIX)
     decoder = DecoderConfig(
-        vocab_size=vocab_size, max_position_embeddings=max_position_embeddings, **PRESETS[size]
+        vocab_size=vocab_size,
+        max_position_embeddings=max_position_embeddings,
+        **(ROBOT_PRESETS[size] if size in ROBOT_PRESETS else PRESETS[size]),
     )
     return PlannerModelConfig(
         decoder=decoder,
@@ -95,15 +97,28 @@ def schema_to_dict(schema: Any) -> dict[str, Any]:
 # "robot-<size>" (e.g. `robot-tiny`): the same decoder sizes for the robot embodiment, with
 # square camera images (a fixed view and a wrist camera, docs/SCHEMA.md "The action schema").
 ROBOT_PREFIX = "robot-"
+# Robot-only decoder sizes: `small` (~0.9 M parameters, the reference driving model's
+# decoder) is the shipped `models/blockplan-robot-tiny`'s, a few MB on disk.
+ROBOT_PRESETS: dict[str, dict[str, Any]] = {
+    "small": dict(
+        hidden_size=128,
+        intermediate_size=344,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+    ),
+}
 ROBOT_VISION_PRESETS: dict[str, VisionConfig] = {
     "tiny": VisionConfig(image_height=64, image_width=64, channels=(16, 32, 64), grid=(4, 4)),
+    "small": VisionConfig(image_height=64, image_width=64, channels=(16, 32, 64), grid=(4, 4)),
     "test": VisionConfig(image_height=16, image_width=16, channels=(4, 8), grid=(2, 2)),
 }
 
 
 def robot_preset_names() -> list[str]:
     """Every preset name `robot_preset_config` accepts."""
-    return sorted(ROBOT_PREFIX + name for name in PRESETS)
+    return sorted(ROBOT_PREFIX + name for name in (*PRESETS, *ROBOT_PRESETS))
 
 
 def robot_preset_config(
@@ -121,7 +136,9 @@ def robot_preset_config(
         raise ModelConfigError(f"preset={preset!r}: must be one of {robot_preset_names()}")
     size = preset.removeprefix(ROBOT_PREFIX)
     decoder = DecoderConfig(
-        vocab_size=vocab_size, max_position_embeddings=max_position_embeddings, **PRESETS[size]
+        vocab_size=vocab_size,
+        max_position_embeddings=max_position_embeddings,
+        **(ROBOT_PRESETS[size] if size in ROBOT_PRESETS else PRESETS[size]),
     )
     return PlannerModelConfig(
         decoder=decoder,

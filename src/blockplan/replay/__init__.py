@@ -22,7 +22,7 @@ from blockplan.replay.planners import load_planner
 from blockplan.replay.plots import summary_plots
 from blockplan.replay.report import write_atomic, write_report
 from blockplan.replay.topics import ReplayInputError, ReplayOutputError
-from blockplan.runtime import Planner
+from blockplan.runtime import RuntimePlanner
 from blockplan.runtime.plans import PlanWindow
 
 __all__ = [
@@ -55,7 +55,7 @@ class ReplayOutputs:
 def run_replay(
     bag: str | Path,
     out_dir: str | Path,
-    planner: Planner,
+    planner: RuntimePlanner,
     config: PlannerConfig,
     timing: str = "ideal",
     rate_hz: float | None = None,

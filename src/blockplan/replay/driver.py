@@ -32,15 +32,24 @@ from blockplan.bags import (
     path_to_arrays,
     time_to_ns,
 )
-from blockplan.bags.tick import model_status, reasoning_record
 from blockplan.config import PlannerConfig
+from blockplan.messages.tick import model_status, reasoning_record
+from blockplan.planner.loading import weights_of
 from blockplan.replay.metrics import replay_metrics, streaming_metrics
 from blockplan.replay.publish import OutputPublisher
 from blockplan.replay.record import ReplayLog
 from blockplan.replay.topics import InputTopics, ReplayOutputError, resolve_topics
 from blockplan.replay.truth import GroundTruthPaths, RecordedPath
-from blockplan.runtime import Planner, PlannerRuntime, RuntimeLimits, TickOutput, VirtualClock
-from blockplan.runtime.model import weights_of
+from blockplan.runtime import (
+    InvalidInput,
+    PlannerRuntime,
+    RuntimeLimits,
+    RuntimePlanner,
+    TickOutput,
+    VirtualClock,
+    VirtualWorker,
+    plan_postprocess,
+)
 from blockplan.runtime.plans import PlanWindow
 from blockplan.sim.topics import GT_PATH_TOPIC
 from blockplan.types import EgoState, seconds_to_ns
@@ -203,29 +212,33 @@ class _Replayer:
         try:
             msg = self.reader.deserialize(record)
         except BagError as e:
-            self.runtime.on_invalid_input("corrupt_message", str(e))
+            self.runtime.on_invalid_input(InvalidInput.CORRUPT_MESSAGE, str(e))
             return
         topic = record.topic
         if topic in self.topics.cameras:
             stamp = time_to_ns(msg.header.stamp)
             if stamp <= 0:  # an unset header would drag the clock back to 1970
-                self.runtime.on_invalid_input("unstamped_image", f"{topic}: header stamp {stamp}")
+                self.runtime.on_invalid_input(
+                    InvalidInput.UNSTAMPED_IMAGE, f"{topic}: header stamp {stamp}"
+                )
                 return
             self.advance(stamp, record.log_time_ns)
             try:
                 frame = image_msg_to_frame(msg, self.topics.cameras[topic])
             except ImageDecodeError as e:
-                self.runtime.on_invalid_input("invalid_image", f"{topic}: {e}")
+                self.runtime.on_invalid_input(InvalidInput.INVALID_IMAGE, f"{topic}: {e}")
                 return
             self.runtime.on_frame(frame)
         elif topic == self.topics.odometry:
             try:
                 ego = odometry_to_ego(msg)
             except OdometryError as e:
-                self.runtime.on_invalid_input("odometry_invalid_quaternion", str(e))
+                self.runtime.on_invalid_input(InvalidInput.ODOMETRY_INVALID_QUATERNION, str(e))
                 return
             if ego.stamp_ns <= 0:
-                self.runtime.on_invalid_input("unstamped_odometry", f"header stamp {ego.stamp_ns}")
+                self.runtime.on_invalid_input(
+                    InvalidInput.UNSTAMPED_ODOMETRY, f"header stamp {ego.stamp_ns}"
+                )
                 return
             if self.last_odom is None or ego.stamp_ns < self.last_odom - self.jump_ns:
                 if self.last_odom is not None:
@@ -254,7 +267,7 @@ def _followed(windows: Sequence[PlanWindow], runtime: PlannerRuntime) -> dict[st
 def replay_bag(
     bag: str | Path,
     out_dir: str | Path,
-    planner: Planner,
+    planner: RuntimePlanner,
     config: PlannerConfig,
     timing: str = "ideal",
     rate_hz: float | None = None,
@@ -295,9 +308,8 @@ def replay_bag(
         copied = tuple(t for t in reader.topics if t.startswith(GROUND_TRUTH_PREFIX))
         total = sum(reader.topics[t].num_messages for t in topics.all + copied)
         clock = VirtualClock()
-        runtime = PlannerRuntime(
-            config, planner, clock, timing, limits, request_windows=request_windows
-        )
+        worker = VirtualWorker(planner, timing, plan_postprocess(config))
+        runtime = PlannerRuntime(config, worker, clock, limits, request_windows=request_windows)
         try:
             with BagWriter(plans_bag, typestore=reader.typestore) as writer:
                 publisher = OutputPublisher(writer, config)

@@ -1,12 +1,12 @@
-"""Which planner a replay runs: a model folder (blockplan.engine's Planner), a randomly
+"""Which planner a replay runs: a model folder (blockplan.planner's Planner), a randomly
 initialised model of a preset size, or a named baseline.
 
 `--model` accepts:
 * a folder (as given, or relative to the package root where models/ ships);
-* `random-init` or `random-init:<preset>` — blockplan.engine's Planner with random weights;
+* `random-init` or `random-init:<preset>` — blockplan.planner's Planner with random weights;
 * `constant-velocity` — the baseline of docs/ALGORITHMS.md §9.
 
-The resolution is the live node's (`blockplan.runtime.model.load_model`); a folder's manifest is
+The resolution is the live node's (`blockplan.planner.loading.load_model`); a folder's manifest is
 verified when present but not required here.
 """
 
@@ -16,9 +16,9 @@ import logging
 from pathlib import Path
 
 from blockplan.config import PlannerConfig
+from blockplan.planner import loading as models
 from blockplan.replay.topics import ReplayInputError
-from blockplan.runtime import Planner
-from blockplan.runtime import model as models
+from blockplan.runtime import RuntimePlanner
 
 log = logging.getLogger(__name__)
 BASELINES = models.BASELINES
@@ -33,7 +33,7 @@ def resolve_model_dir(model: str) -> Path:
         raise ReplayInputError(str(e)) from e
 
 
-def load_planner(model: str, config: PlannerConfig, warm_up: bool = True) -> Planner:
+def load_planner(model: str, config: PlannerConfig, warm_up: bool = True) -> RuntimePlanner:
     """The planner for a replay, warmed up as the node warms it up on activation, so the
     first plan's latency in a `measured` replay is the vehicle's, not a cold start's."""
     try:

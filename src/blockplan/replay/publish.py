@@ -1,12 +1,12 @@
 """Writes what the control loop publishes into the output bag, as the live node would
 publish it (docs/DESIGN.md §4), next to copies of the input topics. The messages per tick come
-from `blockplan.bags.tick.TickMessages`, the same builder the live node publishes with."""
+from `blockplan.messages.tick.TickMessages`, the same builder the live node publishes with."""
 
 from __future__ import annotations
 
 from blockplan.bags import BagRecord, BagWriter, TypestoreMessages, ego_to_tf
-from blockplan.bags.tick import TickMessages
 from blockplan.config import PlannerConfig
+from blockplan.messages.tick import TickMessages
 from blockplan.runtime import TickOutput
 from blockplan.runtime.health import DiagnosticStatusData
 from blockplan.types import EgoState

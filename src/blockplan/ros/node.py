@@ -21,6 +21,12 @@ mutually exclusive group; lifecycle services use the default group. Inference ru
 runtime's worker thread, never in a callback. Timers run on the node's clock, so with
 `use_sim_time` they follow `ros2 bag play --clock`.
 
+With `model.embodiment: robot` (params/robot.yaml, launch/robot.launch.py) the same node runs
+the robot policy: `RobotRuntime` instead of `PlannerRuntime`, the cameras, `robot.*_topic`
+joint states (sensor_msgs/JointState) and instruction (std_msgs/String) in, the stitched
+action as geometry_msgs/TwistStamped + std_msgs/Float64 (gripper) every tick and each new
+chunk as trajectory_msgs/JointTrajectory out (messages/robot_tick.py), the same diagnostics.
+
 Topics from the config are used relative to the node's namespace (`namespace:=car1` gives
 `/car1/planning/trajectory`); `/diagnostics` stays absolute for the diagnostic aggregator.
 """
@@ -48,10 +54,13 @@ from blockplan.bags import (
     MessageFieldError,
     ModuleMessages,
     OdometryError,
+    header_stamp_ns,
     image_msg_to_frame,
     odometry_to_ego,
 )
-from blockplan.bags.tick import (
+from blockplan.config import DEFAULT_NODE_NAME, ConfigError, PlannerConfig
+from blockplan.messages.robot_tick import CHUNK, GRIPPER, TWIST, RobotTickMessages
+from blockplan.messages.tick import (
     DIAGNOSTICS,
     DIAGNOSTICS_PERIOD_S,
     REASONING,
@@ -61,7 +70,13 @@ from blockplan.bags.tick import (
     model_status,
     node_status,
 )
-from blockplan.config import DEFAULT_NODE_NAME, ConfigError, PlannerConfig
+from blockplan.planner.loading import (
+    ModelLoadError,
+    load_verified_planner,
+    release_accelerator_memory,
+    warm_up,
+    weights_of,
+)
 from blockplan.ros.interfaces import (
     CAMERA_QOS,
     ODOMETRY_QOS,
@@ -79,15 +94,9 @@ from blockplan.ros.params import (
     node_topic,
     unknown_parameters,
 )
-from blockplan.runtime import PlannerRuntime
+from blockplan.runtime import InvalidInput, PlannerRuntime, ThreadWorker, plan_postprocess
 from blockplan.runtime.cpu import CpuMeter
-from blockplan.runtime.model import (
-    ModelLoadError,
-    load_verified_planner,
-    release_accelerator_memory,
-    warm_up,
-    weights_of,
-)
+from blockplan.runtime.robot import RobotRuntime
 
 EXIT_LINGER_S = 0.3
 
@@ -99,6 +108,7 @@ class PlannerNode(Node):
         super().__init__(node_name, **kwargs)
         self._ns = ModuleMessages()
         self._lock = threading.Lock()  # lifecycle transitions vs. timer callbacks
+        self._last_tick_ns: int | None = None
         self._input_group = ReentrantCallbackGroup()
         self._control_group = MutuallyExclusiveCallbackGroup()
         self._declared: dict[str, ParameterSpec] = {}
@@ -146,8 +156,14 @@ class PlannerNode(Node):
             release_accelerator_memory()
             return self._error("activate", e)
         with self._lock:
-            self._runtime = PlannerRuntime(config, planner, RosClock(self))
-            self._messages = TickMessages(self._ns, config)
+            clock = RosClock(self)
+            if _is_robot(config):
+                self._runtime = RobotRuntime(config, planner, clock)
+                self._messages = RobotTickMessages(self._ns, config)
+            else:
+                worker = ThreadWorker(planner, clock, plan_postprocess(config))
+                self._runtime = PlannerRuntime(config, worker, clock)
+                self._messages = TickMessages(self._ns, config)
             self._cpu = CpuMeter(getattr(self._runtime.worker, "thread_ident", None))
             self._cpu.sample(0)
             self._warmup_ms = warmup_ms
@@ -247,6 +263,8 @@ class PlannerNode(Node):
     # ------------------------------------------------------------------ wiring
 
     def _create_io(self, config: PlannerConfig) -> None:
+        if _is_robot(config):
+            return self._create_robot_io(config)
         topics, ns = config.topics, self._ns
         kinds = {
             TRAJECTORY: ("nav_msgs/msg/Path", node_topic(topics.trajectory)),
@@ -265,6 +283,26 @@ class PlannerNode(Node):
         self._subscribe("nav_msgs/msg/Odometry", odometry, self._on_odometry, ODOMETRY_QOS)
         route = node_topic(topics.route_command)
         self._subscribe("std_msgs/msg/String", route, self._on_route_command, ROUTE_QOS)
+
+    def _create_robot_io(self, config: PlannerConfig) -> None:
+        robot, ns = config.robot, self._ns
+        kinds = {
+            TWIST: ("geometry_msgs/msg/TwistStamped", node_topic(robot.twist_topic)),
+            GRIPPER: ("std_msgs/msg/Float64", node_topic(robot.gripper_topic)),
+            CHUNK: ("trajectory_msgs/msg/JointTrajectory", node_topic(robot.chunk_topic)),
+            DIAGNOSTICS: ("diagnostic_msgs/msg/DiagnosticArray", config.topics.diagnostics),
+        }
+        for key, (msgtype, topic) in kinds.items():
+            self._outputs[key] = self.create_lifecycle_publisher(
+                ns.message_class(msgtype), topic, OUTPUT_QOS
+            )
+        for camera in config.cameras:
+            topic, msgtype = camera_subscription(camera)
+            self._subscribe(msgtype, topic, self._image_callback(camera.name, topic), CAMERA_QOS)
+        joints = node_topic(robot.joint_states_topic)
+        self._subscribe("sensor_msgs/msg/JointState", joints, self._on_joint_state, ODOMETRY_QOS)
+        instruction = node_topic(robot.instruction_topic)
+        self._subscribe("std_msgs/msg/String", instruction, self._on_instruction, ROUTE_QOS)
 
     def _subscribe(self, msgtype: str, topic: str, callback: Any, qos: QoSProfile) -> None:
         cls = self._ns.message_class(msgtype)
@@ -301,7 +339,7 @@ class PlannerNode(Node):
             try:
                 frame = image_msg_to_frame(msg, camera)
             except ImageDecodeError as e:
-                runtime.on_invalid_input("invalid_image", f"{topic}: {e}")
+                runtime.on_invalid_input(InvalidInput.INVALID_IMAGE, f"{topic}: {e}")
                 return
             runtime.on_frame(frame)
 
@@ -314,9 +352,25 @@ class PlannerNode(Node):
         try:
             ego = odometry_to_ego(msg)
         except OdometryError as e:  # a zero quaternion: counted like any bad input
-            runtime.on_invalid_input("odometry_invalid_quaternion", str(e))
+            runtime.on_invalid_input(InvalidInput.ODOMETRY_INVALID_QUATERNION, str(e))
             return
         runtime.on_odometry(ego)
+
+    def _on_joint_state(self, msg: Any) -> None:
+        runtime = self._runtime
+        if runtime is None:
+            return
+        try:
+            stamp_ns = header_stamp_ns(msg)
+        except (AttributeError, ValueError) as e:
+            runtime.on_invalid_input("invalid_joint_state", f"joint state header: {e}")
+            return
+        runtime.on_joint_state(stamp_ns, list(msg.name), list(msg.position))
+
+    def _on_instruction(self, msg: Any) -> None:
+        runtime = self._runtime
+        if runtime is not None:
+            runtime.on_instruction(str(msg.data))
 
     def _on_route_command(self, msg: Any) -> None:
         runtime = self._runtime
@@ -327,6 +381,13 @@ class PlannerNode(Node):
         with self._lock:
             if self._runtime is None or self._messages is None:
                 return
+            # Under sim time a late /clock can let the timer fire twice at one clock time;
+            # the second call is not a new control period (it would publish a second
+            # trajectory with the same stamp).
+            now = self.get_clock().now().nanoseconds
+            if now == self._last_tick_ns:
+                return
+            self._last_tick_ns = now
             for key, msg in self._messages.tick(self._runtime.tick()):
                 self._publish(key, msg)
 
@@ -353,6 +414,10 @@ class PlannerNode(Node):
             if self.context.ok():
                 raise
             # Ctrl-C shut the context down under a running tick: nowhere to publish to.
+
+
+def _is_robot(config: PlannerConfig) -> bool:
+    return config.model.embodiment == "robot"
 
 
 def main(args: list[str] | None = None) -> None:

@@ -2,9 +2,11 @@
 
 Every leaf of `PlannerConfig` is one parameter with its dotted name (`decoding.strategy`), the
 ROS type of its annotation, its default, a description (its config class's docstring plus the
-allowed values), a range where the config bounds it on both sides, and `read_only` where a
-change needs a restart: what the model was built for and what the node is wired to
-(`model.*`, `cameras.*`, `frame_window.num_frames`, `topics.*`, `frames.*`).
+allowed values), the choices and range its config field declares (`config.choice`,
+`config.bounded`), and `read_only` where a change needs a restart: what the model was built for and what the node is wired to
+(`model.*`, `cameras.*`, `frame_window.num_frames`, `topics.*`, `frames.*`). A field marked
+`node_parameter=False` (replay's `control.timing`) is no parameter: a params file may set it,
+the node ignores it.
 
 Cameras are declared in two steps: `cameras.names` first, then `cameras.<name>.topic` and
 `cameras.<name>.transport` for every listed name (`camera_parameter_specs`).
@@ -15,20 +17,16 @@ mapping `load_config` uses: one validation for the node, the CLI and replay.
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from blockplan.config import (
-    BACKENDS,
-    DTYPES,
-    FALLBACK_POLICIES,
-    STALE_CAMERA_POLICIES,
-    STRATEGIES,
-    STREAMING_MODES,
-    TIMING_MODES,
-    TRANSPORTS,
+    CHOICES_KEY,
+    NODE_KEY,
+    RANGE_KEY,
     CameraConfig,
     ConfigError,
     PlannerConfig,
@@ -45,24 +43,6 @@ MODEL_DIR_OVERRIDE = "model_dir_override"
 NODE_LEVEL_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
 NODE_LEVEL_PREFIXES = ("qos_overrides.",)
 
-# `*` stands for a camera name.
-CHOICES: dict[str, tuple[str, ...]] = {
-    "model.backend": BACKENDS,
-    "model.dtype": DTYPES,
-    "decoding.strategy": STRATEGIES,
-    "control.timing": TIMING_MODES,
-    "cameras.*.transport": TRANSPORTS,
-    "frame_window.stale_camera_policy": STALE_CAMERA_POLICIES,
-    "frame_window.streaming": STREAMING_MODES,
-    "fallback.policy": FALLBACK_POLICIES,
-}
-# Bounds the config checks on both sides (ROS ranges are inclusive; the config stays the
-# judge of an open end, e.g. confidence_threshold > 0).
-RANGES: dict[str, tuple[float, float]] = {
-    "decoding.confidence_threshold": (0.0, 1.0),
-    "rollouts.num_rollouts": (1, 64),
-    "frame_window.num_frames": (1, 16),
-}
 READ_ONLY_PREFIXES = ("model.", "cameras.", "topics.", "frames.")
 READ_ONLY = frozenset({"frame_window.num_frames", MODEL_DIR_OVERRIDE})
 
@@ -95,6 +75,35 @@ def _pattern(name: str) -> str:
     return name
 
 
+def _field(name: str) -> dataclasses.Field | None:
+    """The config field behind the parameter `name` (None for `cameras.names`)."""
+    parts = name.split(".")
+    if parts[0] == "cameras":
+        if parts[1:] == ["names"]:
+            return None
+        owner, leaf = CameraConfig, parts[-1]
+    else:
+        owner, leaf = typing.get_type_hints(PlannerConfig)[parts[0]], parts[1]
+    return next(f for f in dataclasses.fields(owner) if f.name == leaf)
+
+
+def _metadata(name: str, key: str, default: Any = None) -> Any:
+    f = _field(name)
+    return default if f is None else f.metadata.get(key, default)
+
+
+def is_node_parameter(name: str) -> bool:
+    """Whether the config setting `name` is a node parameter (see the module docstring)."""
+    return bool(_metadata(name, NODE_KEY, True))
+
+
+def _table(key: str) -> dict[str, Any]:
+    """Per parameter pattern (`*` for a camera name), the field metadata under `key`."""
+    names = flatten_params(config_to_params(PlannerConfig()))
+    table = {_pattern(n): _metadata(n, key) for n in names if is_node_parameter(n)}
+    return {pattern: value for pattern, value in table.items() if value is not None}
+
+
 def _owner_and_hint(name: str) -> tuple[type, Any]:
     """The config class holding the field `name` and the field's annotation."""
     parts = name.split(".")
@@ -121,8 +130,8 @@ def _spec(name: str, value: Any) -> ParameterSpec:
         ros_type, default = _ROS_TYPES[hint], hint(value)
     else:
         raise TypeError(f"parameter {name}: annotation {hint!r} has no ROS parameter type")
-    pattern = _pattern(name)
-    choices = CHOICES.get(pattern, ())
+    choices = tuple(_metadata(name, CHOICES_KEY, ()))
+    value_range = _metadata(name, RANGE_KEY)
     description = f"{name}: {_summary(owner)}"
     if name == "cameras.names":
         description = "cameras.names: the cameras, in the model's view order"
@@ -132,7 +141,7 @@ def _spec(name: str, value: Any) -> ParameterSpec:
         default=default,
         description=description,
         choices=choices,
-        value_range=RANGES.get(pattern),
+        value_range=None if value_range is None else tuple(value_range),
         read_only=name.startswith(READ_ONLY_PREFIXES) or name in READ_ONLY,
     )
 
@@ -141,7 +150,7 @@ def parameter_specs(config: PlannerConfig | None = None) -> list[ParameterSpec]:
     """One spec per parameter of `config` (default: the default config), whose values are the
     defaults."""
     flat = flatten_params(config_to_params(config or PlannerConfig()))
-    return [_spec(name, value) for name, value in flat.items()]
+    return [_spec(name, value) for name, value in flat.items() if is_node_parameter(name)]
 
 
 def is_per_camera(name: str) -> bool:
@@ -203,7 +212,17 @@ def unknown_parameters(given: Iterable[str], declared: Iterable[str]) -> list[st
     """Parameters handed to the node (params file, launch) that it does not declare: typos the
     node would otherwise silently ignore."""
     known = set(declared)
-    return sorted(n for n in given if n not in known and not is_node_level(n))
+    return sorted(
+        n for n in given if n not in known and not is_node_level(n) and not _is_replay_only(n)
+    )
+
+
+def _is_replay_only(name: str) -> bool:
+    """A config setting the node does not declare (`node_parameter=False`)."""
+    try:
+        return not is_node_parameter(name)
+    except (KeyError, StopIteration, IndexError):  # not a config field at all: a typo
+        return False
 
 
 def node_topic(topic: str) -> str:
@@ -222,3 +241,8 @@ def camera_subscription(camera: CameraConfig) -> tuple[str, str]:
         )
         return node_topic(topic), "sensor_msgs/msg/CompressedImage"
     return node_topic(camera.topic), "sensor_msgs/msg/Image"
+
+
+# What the config's fields declare, per parameter (`*` stands for a camera name).
+CHOICES: dict[str, tuple[str, ...]] = _table(CHOICES_KEY)
+RANGES: dict[str, tuple[float, float]] = _table(RANGE_KEY)

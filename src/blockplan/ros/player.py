@@ -178,8 +178,11 @@ class BagPlayer:
             wall0 = time.monotonic_ns()
             epoch0 = time.time_ns()
             # Said once, so whoever drives a run knows when bag time `begin` was played.
-            print(f"playing {self.bag} from bag time {begin} ns at wall time {epoch0} ns",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"playing {self.bag} from bag time {begin} ns at wall time {epoch0} ns",
+                file=sys.stderr,
+                flush=True,
+            )
 
             def bag_to_wall_epoch(stamp_ns: int) -> int:
                 return epoch0 + int((stamp_ns - begin) / opts.rate)

@@ -12,18 +12,20 @@ from blockplan.runtime.frames import (
     PushResult,
     WindowSnapshot,
 )
-from blockplan.runtime.health import DiagnosticStatusData, Health
+from blockplan.runtime.health import Count, DiagnosticStatusData, Health, InvalidInput
 from blockplan.runtime.limits import RuntimeLimits
 from blockplan.runtime.loop import PlannerRuntime
 from blockplan.runtime.output import TickOutput, choose_trajectory
-from blockplan.runtime.planner import ConstantVelocityPlanner, Planner
+from blockplan.runtime.planner import ConstantVelocityPlanner, RuntimePlanner
 from blockplan.runtime.plans import AcceptedPlan, InvalidPlanError, plan_trajectory
 from blockplan.runtime.worker import (
+    ErrorKind,
     InferenceRequest,
     InferenceResult,
     InferenceWorker,
     ThreadWorker,
     VirtualWorker,
+    plan_postprocess,
 )
 
 __all__ = [
@@ -32,17 +34,20 @@ __all__ = [
     "CameraState",
     "CameraStatus",
     "Clock",
+    "Count",
     "ConstantVelocityPlanner",
     "DiagnosticStatusData",
     "EgoHistory",
     "FrameWindow",
     "Health",
+    "ErrorKind",
     "InferenceRequest",
     "InferenceResult",
     "InferenceWorker",
+    "InvalidInput",
     "InvalidPlanError",
     "OdometryResult",
-    "Planner",
+    "RuntimePlanner",
     "PlannerRuntime",
     "PushResult",
     "RuntimeLimits",
@@ -54,5 +59,6 @@ __all__ = [
     "WindowSnapshot",
     "choose_trajectory",
     "default_stopwatch",
+    "plan_postprocess",
     "plan_trajectory",
 ]

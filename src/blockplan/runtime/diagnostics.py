@@ -17,14 +17,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from blockplan.runtime.frames import CameraState
-from blockplan.runtime.health import ERROR, OK, WARN, DiagnosticStatusData
+from blockplan.runtime.health import ERROR, OK, WARN, Count, DiagnosticStatusData
 
 if TYPE_CHECKING:
     from blockplan.runtime.loop import PlannerRuntime
 
 _CAMERA_LEVELS = {CameraState.OK: OK, CameraState.STALE: WARN, CameraState.MISSING: ERROR}
-_INPUT_COUNTER_PREFIXES = ("invalid_", "odometry_", "unknown_", "out_of_order", "duplicate")
-_NOT_INPUTS = ("invalid_plans",)
+_LOOP_COUNTS = (
+    Count.TICKS,
+    Count.PLANS,
+    Count.FALLBACKS,
+    Count.DEADLINE_MISSES,
+    Count.INFERENCE_OVERRUNS,
+    Count.PLANNER_ERRORS,
+    Count.INVALID_PLANS,
+    Count.UNCOMFORTABLE_PLANS,
+    Count.TIME_JUMPS,
+)
 
 
 def diagnostic_statuses(
@@ -43,20 +52,7 @@ def diagnostic_statuses(
         level, message = WARN, f"fallback: {last.reason}"
     if last is not None and any(e.startswith("planner error") for e in last.events):
         level, message = ERROR, runtime.last_problem.get("planner", "planner error")
-    values = {
-        name: counts[name]
-        for name in (
-            "ticks",
-            "plans",
-            "fallbacks",
-            "deadline_misses",
-            "inference_overruns",
-            "planner_errors",
-            "invalid_plans",
-            "uncomfortable_plans",
-            "time_jumps",
-        )
-    }
+    values: dict[str, object] = {c.value: counts[c.value] for c in _LOOP_COUNTS}
     for which in ("inference", "tick", "plan_age"):
         for stat in ("p50", "p99"):
             value = latency[which][stat]
@@ -94,12 +90,7 @@ def diagnostic_statuses(
         )
     )
 
-    inputs = {
-        k: v
-        for k, v in counts.items()
-        if k.startswith(_INPUT_COUNTER_PREFIXES) and k not in _NOT_INPUTS
-    }
-    inputs["invalid_inputs"] = counts["invalid_inputs"]
+    inputs = runtime.health.input_counts()
     level = WARN if counts["invalid_inputs"] > num_invalid_reported else OK
     message = "; ".join(f"{k}: {v}" for k, v in sorted(runtime.last_problem.items())) or "ok"
     statuses.append(DiagnosticStatusData("blockplan: inputs", level, message, values=inputs))
@@ -111,7 +102,7 @@ def _comfort_status(runtime: PlannerRuntime, counts: dict[str, int]) -> Diagnost
     values: dict[str, object] = {
         "plans": counts["plans"],
         "uncomfortable_plans": counts["uncomfortable_plans"],
-        **{k: v for k, v in sorted(counts.items()) if k.startswith("comfort_")},
+        **runtime.health.comfort_counts(),
     }
     if newest is None:
         return DiagnosticStatusData("blockplan: comfort", OK, "no plan yet", values=values)

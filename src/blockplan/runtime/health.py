@@ -1,7 +1,8 @@
 """Health counters and the diagnostics snapshot of the runtime.
 
-Counters only grow. `invalid_inputs` is the sum of every rejected input, each also counted
-under its own name (`invalid_image`, `odometry_nonfinite`, …). Latencies keep a bounded window
+Counters only grow; each is a member of an enum, its value the key in `counts()`,
+metrics.json and /diagnostics: `Count` (the loop's), `InvalidInput` (rejected inputs, each also
+added to `invalid_inputs`) and one `comfort_<check>` per comfort check that failed. Latencies keep a bounded window
 of recent samples for p50 / p99: `inference` (planner call + post-processing), `tick` (one
 tick without the planner) and `plan_age` (age of the published plan).
 
@@ -18,6 +19,9 @@ tick without the planner) and `plan_age` (age of the published plan).
   plans of the same window as the newest plan (no newer frame came meanwhile), dropped as
   adding nothing;
 * `unfinished_plans`: plans still in flight when a replay ended;
+* `duplicate_frames` / `out_of_order_frames`, `duplicate_odometry` / `out_of_order_odometry`:
+  inputs dropped as re-sent or late (not invalid); `odometry_restarts`: history restarts after
+  too many consecutive odometry outliers;
 * `window_frames_shared` / `window_frames_new`: frames of requested windows that an earlier
   request had used too / had not (streaming reuses the former's K/V).
 
@@ -29,6 +33,7 @@ reports them), what the streaming window saves.
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -39,27 +44,63 @@ import numpy as np
 # diagnostic_msgs/DiagnosticStatus levels
 OK, WARN, ERROR, STALE = 0, 1, 2, 3
 
-COUNTERS = (
-    "ticks",
-    "plans",
-    "fallbacks",
-    "deadline_misses",
-    "inference_overruns",
-    "planner_errors",
-    "invalid_plans",
-    "uncomfortable_plans",
-    "invalid_inputs",
-    "requests",
-    "degraded_requests",
-    "waits",
-    "padded_windows",
-    "window_frames_shared",
-    "window_frames_new",
-    "time_jumps",
-    "discarded_results",
-    "unchanged_window_replans",
-    "unfinished_plans",
+
+class Count(str, enum.Enum):
+    """The runtime's counters (the module docstring says what each counts)."""
+
+    TICKS = "ticks"
+    PLANS = "plans"
+    FALLBACKS = "fallbacks"
+    DEADLINE_MISSES = "deadline_misses"
+    INFERENCE_OVERRUNS = "inference_overruns"
+    PLANNER_ERRORS = "planner_errors"
+    INVALID_PLANS = "invalid_plans"
+    UNCOMFORTABLE_PLANS = "uncomfortable_plans"
+    INVALID_INPUTS = "invalid_inputs"
+    REQUESTS = "requests"
+    DEGRADED_REQUESTS = "degraded_requests"
+    WAITS = "waits"
+    PADDED_WINDOWS = "padded_windows"
+    WINDOW_FRAMES_SHARED = "window_frames_shared"
+    WINDOW_FRAMES_NEW = "window_frames_new"
+    TIME_JUMPS = "time_jumps"
+    DISCARDED_RESULTS = "discarded_results"
+    UNCHANGED_WINDOW_REPLANS = "unchanged_window_replans"
+    UNFINISHED_PLANS = "unfinished_plans"
+    DUPLICATE_FRAMES = "duplicate_frames"
+    OUT_OF_ORDER_FRAMES = "out_of_order_frames"
+    DUPLICATE_ODOMETRY = "duplicate_odometry"
+    OUT_OF_ORDER_ODOMETRY = "out_of_order_odometry"
+    ODOMETRY_RESTARTS = "odometry_restarts"
+    OUT_OF_ORDER_JOINT_STATES = "out_of_order_joint_states"  # robots: an older /joint_states
+
+
+class InvalidInput(str, enum.Enum):
+    """Inputs the runtime or its adapter (node, replay) could not use."""
+
+    UNKNOWN_CAMERA = "unknown_camera"  # a frame from a camera the config does not name
+    INVALID_IMAGE = "invalid_image"  # undecodable, wrong size or encoding
+    UNSTAMPED_IMAGE = "unstamped_image"  # header stamp 0
+    ODOMETRY_NONFINITE = "odometry_nonfinite"
+    ODOMETRY_OUTLIER = "odometry_outlier"
+    ODOMETRY_INVALID_QUATERNION = "odometry_invalid_quaternion"
+    UNSTAMPED_ODOMETRY = "unstamped_odometry"
+    CORRUPT_MESSAGE = "corrupt_message"  # a bag record that does not deserialise
+    INVALID_JOINT_STATE = "invalid_joint_state"  # robots: joints missing, non-finite values
+    INVALID_INSTRUCTION = "invalid_instruction"  # robots: an empty instruction
+
+
+# What `blockplan: inputs` reports: dropped and rejected inputs (every InvalidInput too).
+INPUT_COUNTS = (
+    Count.DUPLICATE_FRAMES,
+    Count.OUT_OF_ORDER_FRAMES,
+    Count.DUPLICATE_ODOMETRY,
+    Count.OUT_OF_ORDER_ODOMETRY,
+    Count.ODOMETRY_RESTARTS,
+    Count.OUT_OF_ORDER_JOINT_STATES,
+    Count.INVALID_INPUTS,
 )
+COMFORT_PREFIX = "comfort_"
 
 
 @dataclass(frozen=True)
@@ -89,29 +130,55 @@ class Health:
 
     def __init__(self, latency_window: int = 1000) -> None:
         self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter(dict.fromkeys(COUNTERS, 0))
+        self._counts: Counter[Count] = Counter(dict.fromkeys(Count, 0))
+        self._invalid: Counter[InvalidInput] = Counter(dict.fromkeys(InvalidInput, 0))
+        self._comfort: Counter[str] = Counter()
         self._latency: dict[str, deque[int]] = {
             name: deque(maxlen=latency_window)
             for name in ("inference", "tick", "plan_age", "frame_spacing_error", "encode_prefill")
         }
 
-    def count(self, name: str, n: int = 1) -> None:
+    def count(self, counter: Count, n: int = 1) -> None:
+        counter = Count(counter)  # ValueError naming an unknown counter
         with self._lock:
-            self._counts[name] += n
+            self._counts[counter] += n
 
-    def count_invalid(self, kind: str) -> None:
+    def count_invalid(self, kind: InvalidInput) -> None:
         """One rejected input of `kind` (also added to `invalid_inputs`)."""
+        kind = InvalidInput(kind)
         with self._lock:
-            self._counts[kind] += 1
-            self._counts["invalid_inputs"] += 1
+            self._invalid[kind] += 1
+            self._counts[Count.INVALID_INPUTS] += 1
+
+    def count_comfort(self, check: str) -> None:
+        """One published plan beyond the comfort limit `check` (a gate check's name)."""
+        with self._lock:
+            self._comfort[check] += 1
 
     def record_latency(self, which: str, latency_ns: int) -> None:
         with self._lock:
             self._latency[which].append(int(latency_ns))
 
     def counts(self) -> dict[str, int]:
+        """Every counter by name: `Count`s, `InvalidInput`s, then `comfort_<check>`s."""
         with self._lock:
-            return dict(self._counts)
+            return {
+                **{c.value: n for c, n in self._counts.items()},
+                **{k.value: n for k, n in self._invalid.items()},
+                **{f"{COMFORT_PREFIX}{check}": n for check, n in self._comfort.items()},
+            }
+
+    def input_counts(self) -> dict[str, int]:
+        """The counters of dropped and rejected inputs (`INPUT_COUNTS`, every `InvalidInput`)."""
+        with self._lock:
+            counts = {c.value: self._counts[c] for c in INPUT_COUNTS}
+            counts.update((k.value, n) for k, n in self._invalid.items())
+            return counts
+
+    def comfort_counts(self) -> dict[str, int]:
+        """`comfort_<check>` per comfort check that failed so far, sorted by name."""
+        with self._lock:
+            return {f"{COMFORT_PREFIX}{c}": n for c, n in sorted(self._comfort.items())}
 
     def latencies_ms(self) -> dict[str, dict[str, float | None]]:
         with self._lock:

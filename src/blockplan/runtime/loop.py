@@ -16,7 +16,6 @@ fallback plan are reset and in-flight results from before the jump are discarded
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 from collections.abc import Iterable
@@ -26,22 +25,30 @@ from blockplan.runtime.clock import Clock, Stopwatch, default_stopwatch
 from blockplan.runtime.diagnostics import diagnostic_statuses
 from blockplan.runtime.ego import EgoHistory, OdometryResult
 from blockplan.runtime.frames import FrameWindow, PushResult, WindowSnapshot
-from blockplan.runtime.health import DiagnosticStatusData, Health
+from blockplan.runtime.health import Count, DiagnosticStatusData, Health, InvalidInput
 from blockplan.runtime.limits import RuntimeLimits
 from blockplan.runtime.output import TickOutput, choose_trajectory
-from blockplan.runtime.planner import HistorySpec, Planner, history_spec
-from blockplan.runtime.plans import AcceptedPlan, PlanWindow, RejectedPlan, plan_trajectory
-from blockplan.runtime.worker import (
-    InferenceRequest,
-    InferenceResult,
-    InferenceWorker,
-    ThreadWorker,
-    VirtualWorker,
-)
+from blockplan.runtime.planner import HistorySpec, history_spec
+from blockplan.runtime.plans import AcceptedPlan, PlanWindow, RejectedPlan
+from blockplan.runtime.worker import ErrorKind, InferenceRequest, InferenceResult, InferenceWorker
 from blockplan.trajectory import Fallback, Pose2D
 from blockplan.types import DEFAULT_ROUTE_COMMAND, CameraFrame, EgoState, Observation, seconds_to_ns
 
 log = logging.getLogger(__name__)
+
+_DROPPED_FRAMES = {
+    PushResult.DUPLICATE: Count.DUPLICATE_FRAMES,
+    PushResult.OUT_OF_ORDER: Count.OUT_OF_ORDER_FRAMES,
+}
+_DROPPED_ODOMETRY = {
+    OdometryResult.OUT_OF_ORDER: Count.OUT_OF_ORDER_ODOMETRY,
+    OdometryResult.DUPLICATE: Count.DUPLICATE_ODOMETRY,
+    OdometryResult.RESTARTED: Count.ODOMETRY_RESTARTS,
+}
+_INVALID_ODOMETRY = {
+    OdometryResult.NONFINITE: InvalidInput.ODOMETRY_NONFINITE,
+    OdometryResult.OUTLIER: InvalidInput.ODOMETRY_OUTLIER,
+}
 
 
 class PlannerRuntime:
@@ -50,31 +57,22 @@ class PlannerRuntime:
     def __init__(
         self,
         config: PlannerConfig,
-        planner: Planner,
+        worker: InferenceWorker,
         clock: Clock,
-        timing: str | None = None,
         limits: RuntimeLimits | None = None,
         stopwatch: Stopwatch = default_stopwatch,
         request_windows: Iterable[PlanWindow] | None = None,
     ) -> None:
-        """timing: None runs the planner on a worker thread (live); "ideal" / "measured" run
-        it on a `VirtualWorker` (replay on a virtual clock, docs/DESIGN.md §5). request_windows:
-        when given, requests are made only for these windows, once each, with exactly their
-        frames, ego stamps and route command, when the newest frame reaches their stamp
-        (replay following a live run's requests, docs/RUNTIME.md "Live and offline")."""
+        """worker: runs `worker.planner` with the post-processing of `config`
+        (`plan_postprocess(config)`): a `ThreadWorker` live, a `VirtualWorker` on a virtual
+        clock (replay, closed loop, tests; docs/DESIGN.md §5). The runtime closes it.
+        request_windows: when given, requests are made only for these windows, once each,
+        with exactly their frames, ego stamps and route command, when the newest frame
+        reaches their stamp (replay following a live run's requests, docs/RUNTIME.md "Live
+        and offline")."""
         self.config = config
-        postprocess = functools.partial(
-            plan_trajectory,
-            output=config.trajectory,
-            gates=config.gates,
-            max_deviation_m=config.rollouts.max_deviation_m,
-            comfort=config.comfort,
-        )
-        self.worker: InferenceWorker
-        if timing is None:
-            self.worker = ThreadWorker(planner, clock, postprocess, stopwatch)
-        else:
-            self.worker = VirtualWorker(planner, timing, postprocess, stopwatch)
+        self.worker = worker
+        planner = worker.planner
         self.clock = clock
         self.limits = limits or RuntimeLimits()
         self.stopwatch = stopwatch
@@ -118,14 +116,16 @@ class PlannerRuntime:
 
     def on_frame(self, frame: CameraFrame) -> PushResult | None:
         if frame.camera not in self.window.cameras:
-            self.on_invalid_input("unknown_camera", f"frame from camera {frame.camera!r}")
+            self.on_invalid_input(
+                InvalidInput.UNKNOWN_CAMERA, f"frame from camera {frame.camera!r}"
+            )
             return None
         result = self.window.push(frame)
         if result == PushResult.TIME_JUMP:
             self.reset(f"camera {frame.camera} stamp jumped back to {frame.stamp_ns} ns")
             result = self.window.push(frame)
-        elif result != PushResult.ACCEPTED:
-            self.health.count(f"{result.value}_frames")
+        elif result in _DROPPED_FRAMES:
+            self.health.count(_DROPPED_FRAMES[result])
         return result
 
     def on_odometry(self, ego: EgoState) -> OdometryResult:
@@ -133,26 +133,23 @@ class PlannerRuntime:
         if result == OdometryResult.TIME_JUMP:
             self.reset(f"odometry stamp jumped back to {ego.stamp_ns} ns")
             result = self.ego.push(ego)
-        if result in (OdometryResult.NONFINITE, OdometryResult.OUTLIER):
-            self.on_invalid_input(f"odometry_{result.value}", f"odometry at {ego.stamp_ns} ns")
-        elif result == OdometryResult.OUT_OF_ORDER:
-            self.health.count("out_of_order_odometry")
-        elif result == OdometryResult.DUPLICATE:
-            self.health.count("duplicate_odometry")
-        elif result == OdometryResult.RESTARTED:
-            self.health.count("odometry_restarts")
+        if result in _INVALID_ODOMETRY:
+            self.on_invalid_input(_INVALID_ODOMETRY[result], f"odometry at {ego.stamp_ns} ns")
+        elif result in _DROPPED_ODOMETRY:
+            self.health.count(_DROPPED_ODOMETRY[result])
         return result
 
     def on_route_command(self, command: str) -> None:
         self.route_command = command
 
-    def on_invalid_input(self, kind: str, detail: str) -> None:
+    def on_invalid_input(self, kind: InvalidInput, detail: str) -> None:
         """An input the adapter could not use (undecodable image, corrupt message…)."""
+        kind = InvalidInput(kind)  # ValueError naming an unknown kind
         self.health.count_invalid(kind)
         # The first of each kind is a warning; repeats (a broken camera at 30 Hz) go to debug.
-        level = logging.DEBUG if kind in self.last_problem else logging.WARNING
-        self.last_problem[kind] = detail
-        log.log(level, "invalid input (%s): %s", kind, detail)
+        level = logging.DEBUG if kind.value in self.last_problem else logging.WARNING
+        self.last_problem[kind.value] = detail
+        log.log(level, "invalid input (%s): %s", kind.value, detail)
 
     def reset(self, reason: str) -> None:
         """Forget everything tied to the old timeline (time jump)."""
@@ -166,7 +163,7 @@ class PlannerRuntime:
         self.newest = None
         self.epoch += 1
         self._last_tick_ns = None
-        self.health.count("time_jumps")
+        self.health.count(Count.TIME_JUMPS)
         self._events.append(f"time jump: {reason}")
         log.warning("time jump, runtime reset: %s", reason)
 
@@ -184,8 +181,8 @@ class PlannerRuntime:
             if now < self._last_tick_ns - seconds_to_ns(self.limits.time_jump_s):
                 self._reset(f"clock jumped back from {self._last_tick_ns} to {now} ns")
             elif now - self._last_tick_ns > self.period_ns * 3 // 2:
-                self.health.count("deadline_misses")  # the timer itself fired late
-        self.health.count("ticks")
+                self.health.count(Count.DEADLINE_MISSES)  # the timer itself fired late
+        self.health.count(Count.TICKS)
         snapshot = self.window.snapshot(now)
         new_plans = self._collect(now)
         is_requested, forced_reason, inference_ns = self._maybe_request(now, snapshot)
@@ -196,12 +193,12 @@ class PlannerRuntime:
             now, self.newest, self.fallback, ego_now, self.config, forced_reason
         )
         if choice.is_fallback:
-            self.health.count("fallbacks")
+            self.health.count(Count.FALLBACKS)
         elif choice.source is not None:
             self.health.record_latency("plan_age", max(0, now - choice.source.stamp_ns))
         tick_ns = self.stopwatch() - start - inference_ns
         if tick_ns > self.period_ns:
-            self.health.count("deadline_misses")
+            self.health.count(Count.DEADLINE_MISSES)
         self.health.record_latency("tick", tick_ns)
         self._last_tick_ns = now
         events, self._events = tuple(self._events), []
@@ -233,7 +230,7 @@ class PlannerRuntime:
 
     def _accept(self, result: InferenceResult) -> AcceptedPlan | None:
         if result.request.epoch != self.epoch:
-            self.health.count("discarded_results")
+            self.health.count(Count.DISCARDED_RESULTS)
             return None
         self.health.record_latency("inference", result.latency_ns)
         stages = result.plan.timings_ms if result.plan is not None else {}
@@ -241,14 +238,16 @@ class PlannerRuntime:
             ms = stages["encode"] + stages.get("prompt", 0.0) + stages["prefill"]
             self.health.record_latency("encode_prefill", int(ms * 1e6))
         if result.latency_ns > self.period_ns:
-            self.health.count("inference_overruns")
+            self.health.count(Count.INFERENCE_OVERRUNS)
         request = result.request
         window = PlanWindow.of(
-            request.observation, request.requested_ns, request.is_degraded,
+            request.observation,
+            request.requested_ns,
+            request.is_degraded,
             request.degraded_cameras,
-        )  # fmt: skip
-        if result.error_kind == "invalid_plan":
-            self.health.count("invalid_plans")
+        )
+        if result.error_kind == ErrorKind.INVALID_PLAN:
+            self.health.count(Count.INVALID_PLANS)
             self.last_problem["plan"] = str(result.error)
             self._events.append(f"invalid plan: {result.error}")
             log.debug("invalid plan: %s", result.error)
@@ -260,16 +259,16 @@ class PlannerRuntime:
                 )
             return None
         if result.plan is None or result.processed is None:
-            self.health.count("planner_errors")
+            self.health.count(Count.PLANNER_ERRORS)
             self.last_problem["planner"] = result.error or "no plan"
             self._events.append(f"planner error: {result.error}")
             return None
         processed = result.processed
         if self.newest is not None and result.plan.stamp_ns <= self.newest.stamp_ns:
             if result.plan.stamp_ns == self.newest.stamp_ns:  # no newer frame came meanwhile
-                self.health.count("unchanged_window_replans")
+                self.health.count(Count.UNCHANGED_WINDOW_REPLANS)
             else:
-                self.health.count("discarded_results")  # an older observation finished later
+                self.health.count(Count.DISCARDED_RESULTS)  # an older observation finished later
             return None
         pose = Pose2D.from_ego_state(result.request.observation.ego_history[-1])
         accepted = AcceptedPlan(
@@ -287,11 +286,11 @@ class PlannerRuntime:
         )
         self.newest = accepted
         self.fallback.remember(processed.trajectory, pose)
-        self.health.count("plans")
+        self.health.count(Count.PLANS)
         if not processed.comfort.ok:  # published all the same: reported, never rejected
-            self.health.count("uncomfortable_plans")
+            self.health.count(Count.UNCOMFORTABLE_PLANS)
             for check in processed.comfort.failed_checks:
-                self.health.count(f"comfort_{check}")
+                self.health.count_comfort(check)
         return accepted
 
     def _maybe_request(self, now: int, snapshot: WindowSnapshot) -> tuple[bool, str | None, int]:
@@ -315,7 +314,7 @@ class PlannerRuntime:
             if policy == "fallback":
                 return False, f"cameras stale or missing: {bad} (policy fallback)", 0
             if policy == "wait":
-                self.health.count("waits")
+                self.health.count(Count.WAITS)
                 return False, None, 0
             is_degraded = True
         if not self.worker.is_idle:
@@ -334,16 +333,16 @@ class PlannerRuntime:
             snapshot.stamp_ns, self.history.num_states, seconds_to_ns(self.history.period_s)
         )
         observation = Observation(snapshot.stamp_ns, frames, history, route)
-        self.health.count("requests")
+        self.health.count(Count.REQUESTS)
         if is_degraded:
-            self.health.count("degraded_requests")
+            self.health.count(Count.DEGRADED_REQUESTS)
         if snapshot.is_padded:
-            self.health.count("padded_windows")
+            self.health.count(Count.PADDED_WINDOWS)
         # How much of the window earlier requests already used (the streaming prefill reuses
         # those frames), and how far it is from the trained spacing.
         shared, new = self.window.mark_used(frames)
-        self.health.count("window_frames_shared", shared)
-        self.health.count("window_frames_new", new)
+        self.health.count(Count.WINDOW_FRAMES_SHARED, shared)
+        self.health.count(Count.WINDOW_FRAMES_NEW, new)
         if not snapshot.is_padded:  # padding (start-up) is counted on its own
             self.health.record_latency(
                 "frame_spacing_error", snapshot.spacing_error_ns(self.window.period_ns)
@@ -385,7 +384,7 @@ class PlannerRuntime:
             pending = self.worker.poll(2**62)
             for result in pending:
                 self.health.record_latency("inference", result.latency_ns)
-                self.health.count("unfinished_plans")
+                self.health.count(Count.UNFINISHED_PLANS)
             return len(pending)
 
     def close(self) -> None:

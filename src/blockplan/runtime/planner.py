@@ -17,10 +17,15 @@ from blockplan.types import (
 )
 
 
-class Planner(Protocol):
-    """Anything that turns an observation into a plan (blockplan.engine.Planner does)."""
+class RuntimePlanner(Protocol):
+    """Anything that turns an observation into a plan (blockplan.planner.Planner does)."""
 
     def plan(self, observation: Observation) -> Plan: ...
+
+    def reset(self) -> None:
+        """Forget what carries over from one plan to the next (a streaming planner's frames
+        and counters): the next plan starts afresh, as after loading."""
+        ...
 
 
 class HistorySpec(NamedTuple):
@@ -35,7 +40,7 @@ class HistorySpec(NamedTuple):
         return (self.num_states - 1) * self.period_s
 
 
-def history_spec(planner: Planner) -> HistorySpec:
+def history_spec(planner: RuntimePlanner) -> HistorySpec:
     """The history `planner` needs: its schema's (an engine planner reads it from the model's
     config.json), else the default schema's (what the data set records; the baselines)."""
     schema = getattr(planner, "schema", None)
@@ -63,6 +68,9 @@ class ConstantVelocityPlanner:
             waypoints=waypoints,
         )
         return Plan(stamp_ns=observation.stamp_ns, answer=answer, rollouts=waypoints[None])
+
+    def reset(self) -> None:
+        """Nothing to forget: every plan depends on its observation only."""
 
 
 def plan_rollouts(plan: Plan) -> np.ndarray:

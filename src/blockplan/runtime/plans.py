@@ -44,8 +44,13 @@ class PlanWindow:
     degraded_cameras: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, observation: Observation, requested_ns: int, is_degraded: bool,
-           degraded_cameras: tuple[str, ...] = ()) -> PlanWindow:  # fmt: skip
+    def of(
+        cls,
+        observation: Observation,
+        requested_ns: int,
+        is_degraded: bool,
+        degraded_cameras: tuple[str, ...] = (),
+    ) -> PlanWindow:
         frames: dict[str, list[int]] = {}
         for frame in observation.frames:
             frames.setdefault(frame.camera, []).append(int(frame.stamp_ns))

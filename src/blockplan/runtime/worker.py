@@ -14,26 +14,48 @@ never a crash of the control loop.
 
 from __future__ import annotations
 
+import enum
+import functools
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
+from blockplan.config import PlannerConfig
 from blockplan.runtime.clock import Clock, Stopwatch, default_stopwatch
-from blockplan.runtime.planner import Planner
-from blockplan.runtime.plans import InvalidPlanError
+from blockplan.runtime.planner import RuntimePlanner
+from blockplan.runtime.plans import InvalidPlanError, ProcessedPlan, plan_trajectory
 from blockplan.types import Observation, Plan
 
 # Turns a finished plan into what the loop publishes; raises InvalidPlanError to reject it.
-Postprocess = Callable[[Plan], Any]
+Postprocess = Callable[[Plan], ProcessedPlan | None]
 
 
 def _no_postprocess(plan: Plan) -> None:
     return None
 
 
+def plan_postprocess(config: PlannerConfig) -> Postprocess:
+    """The runtime's post-processing of a plan under `config`: `plan_trajectory` with its
+    trajectory output, gates, rollout consensus and comfort limits."""
+    return functools.partial(
+        plan_trajectory,
+        output=config.trajectory,
+        gates=config.gates,
+        max_deviation_m=config.rollouts.max_deviation_m,
+        comfort=config.comfort,
+    )
+
+
 log = logging.getLogger(__name__)
+
+
+class ErrorKind(str, enum.Enum):
+    """Why an inference produced nothing to publish."""
+
+    PLANNER = "planner"  # the planner raised (its exception is the result's `error`)
+    INVALID_PLAN = "invalid_plan"  # the post-processing rejected the plan (non-finite, gates)
 
 
 @dataclass(frozen=True)
@@ -48,55 +70,49 @@ class InferenceRequest:
 @dataclass(frozen=True)
 class InferenceResult:
     """plan: the planner's answer (None when it raised); processed: `postprocess(plan)` (None
-    when the plan was rejected); error_kind: None, "planner" or "invalid_plan"."""
+    when the plan was rejected, or with no post-processing); error_kind: None on success."""
 
     request: InferenceRequest
     plan: Plan | None
-    processed: Any
-    error_kind: str | None
+    processed: ProcessedPlan | None
+    error_kind: ErrorKind | None
     error: str | None
     latency_ns: int  # measured compute time of the planner call and post-processing
     ready_ns: int  # clock time from which the plan may be used
 
 
-@dataclass(frozen=True)
-class _Outcome:
-    plan: Plan | None
-    processed: Any
-    error_kind: str | None
-    error: str | None
-    latency_ns: int
-
-
 def _run(
-    planner: Planner, postprocess: Postprocess, request: InferenceRequest, stopwatch: Stopwatch
-) -> _Outcome:
+    planner: RuntimePlanner,
+    postprocess: Postprocess,
+    request: InferenceRequest,
+    stopwatch: Stopwatch,
+    ready_at: Callable[[int], int],
+) -> InferenceResult:
+    """Plan and post-process `request`; `ready_at(latency_ns)` is the result's `ready_ns`."""
     start = stopwatch()
-    plan = processed = error_kind = error = None
+    plan: Plan | None = None
+    processed: ProcessedPlan | None = None
+    error_kind: ErrorKind | None = None
+    error: str | None = None
     try:
         plan = planner.plan(request.observation)
         processed = postprocess(plan)
     except InvalidPlanError as e:
-        error_kind, error = "invalid_plan", str(e)
+        error_kind, error = ErrorKind.INVALID_PLAN, str(e)
     except Exception as e:  # the loop must keep its rate: report, count, fall back
         log.exception("planner failed on the observation at %d ns", request.observation.stamp_ns)
-        plan, error_kind, error = None, "planner", f"{type(e).__name__}: {e}"
-    return _Outcome(plan, processed, error_kind, error, stopwatch() - start)
-
-
-def _result(request: InferenceRequest, outcome: _Outcome, ready_ns: int) -> InferenceResult:
+        plan, error_kind, error = None, ErrorKind.PLANNER, f"{type(e).__name__}: {e}"
+    latency_ns = stopwatch() - start
     return InferenceResult(
-        request,
-        outcome.plan,
-        outcome.processed,
-        outcome.error_kind,
-        outcome.error,
-        outcome.latency_ns,
-        ready_ns,
+        request, plan, processed, error_kind, error, latency_ns, ready_at(latency_ns)
     )
 
 
 class InferenceWorker(Protocol):
+    """What `PlannerRuntime` drives: one request at a time, results polled at each tick."""
+
+    planner: RuntimePlanner
+
     @property
     def is_idle(self) -> bool: ...
 
@@ -112,7 +128,7 @@ class VirtualWorker:
 
     def __init__(
         self,
-        planner: Planner,
+        planner: RuntimePlanner,
         timing: str = "ideal",
         postprocess: Postprocess = _no_postprocess,
         stopwatch: Stopwatch = default_stopwatch,
@@ -132,9 +148,14 @@ class VirtualWorker:
     def submit(self, request: InferenceRequest) -> None:
         if self._pending is not None:
             raise RuntimeError("VirtualWorker.submit while busy")
-        outcome = _run(self.planner, self.postprocess, request, self.stopwatch)
-        delay = outcome.latency_ns if self.timing == "measured" else 0
-        self._pending = _result(request, outcome, request.requested_ns + delay)
+        measured = self.timing == "measured"
+        self._pending = _run(
+            self.planner,
+            self.postprocess,
+            request,
+            self.stopwatch,
+            lambda latency_ns: request.requested_ns + (latency_ns if measured else 0),
+        )
 
     def poll(self, now_ns: int) -> list[InferenceResult]:
         pending = self._pending
@@ -157,7 +178,7 @@ class ThreadWorker:
 
     def __init__(
         self,
-        planner: Planner,
+        planner: RuntimePlanner,
         clock: Clock,
         postprocess: Postprocess = _no_postprocess,
         stopwatch: Stopwatch = default_stopwatch,
@@ -211,8 +232,13 @@ class ThreadWorker:
                     return
                 request, self._request = self._request, None
             assert request is not None
-            outcome = _run(self.planner, self.postprocess, request, self.stopwatch)
-            result = _result(request, outcome, self.clock.now_ns())
+            result = _run(
+                self.planner,
+                self.postprocess,
+                request,
+                self.stopwatch,
+                lambda _latency_ns: self.clock.now_ns(),
+            )
             with self._cond:
                 self._done.append(result)
                 self._busy = False

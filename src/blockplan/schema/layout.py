@@ -1,6 +1,6 @@
 """Token-level layouts shared by the schema and the decoding engine.
 
-These are the contract between `schema/` (which builds them) and `engine/` (which decodes
+These are the contract between `schema/` (which builds them) and `decoding/` (which decodes
 against them): the engine knows nothing about JSON, text or tokenization, only positions.
 """
 

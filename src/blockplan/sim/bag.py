@@ -159,8 +159,12 @@ def write_episode_bag(
         counts[topic] = counts.get(topic, 0) + 1
 
     with BagWriter(out, storage=storage) as bag:
-        put(bag, TF_STATIC_TOPIC, static_frames_to_tf(ns, camera_static_frames(rig), start_ns,
-                                                       BASE_FRAME), start_ns)  # fmt: skip
+        put(
+            bag,
+            TF_STATIC_TOPIC,
+            static_frames_to_tf(ns, camera_static_frames(rig), start_ns, BASE_FRAME),
+            start_ns,
+        )
         for i in tqdm(range(last + 1), desc="simulate", unit="step", disable=not progress):
             ego = ego_state(log, i)
             ego = dataclasses.replace(ego, stamp_ns=start_ns + ego.stamp_ns)

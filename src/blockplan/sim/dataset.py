@@ -93,8 +93,11 @@ class DatasetOptions:
                 f"duration={self.duration_s}: must be >= the {HORIZON_S} s label look-ahead "
                 f"plus {sample_start_s(self)} s of frame window / ego history"
             )
-        if not (self.val_fraction >= 0 and self.test_fraction >= 0
-                and self.val_fraction + self.test_fraction < 1):  # fmt: skip
+        if not (
+            self.val_fraction >= 0
+            and self.test_fraction >= 0
+            and self.val_fraction + self.test_fraction < 1
+        ):
             raise DatasetError(
                 f"val_fraction={self.val_fraction}, test_fraction={self.test_fraction}: "
                 "must be >= 0 with a sum < 1"
@@ -172,17 +175,22 @@ def episode_samples(
         cols.setdefault(key, []).append(value)
 
     for t0 in times:
-        frame_times = [round(t0 - k * options.frame_period_s, 6)
-                       for k in range(options.num_frames - 1, -1, -1)]  # fmt: skip
+        frame_times = [
+            round(t0 - k * options.frame_period_s, 6) for k in range(options.num_frames - 1, -1, -1)
+        ]
         for ft in frame_times:
             if ft not in frames:
                 frames[ft] = renderer.render(log.snapshot(log.index_at(ft)))
         images = np.stack(
             [np.stack([frames[ft][c] for ft in frame_times]) for c in rig.names]
         )  # (K, T, H, W, 3) view-major
-        label = label_at(log, float(t0), history_period_s=schema.history_period_s,
-                         history_s=schema.history_period_s * (schema.num_history - 1),
-                         fits=fits)  # fmt: skip
+        label = label_at(
+            log,
+            float(t0),
+            history_period_s=schema.history_period_s,
+            history_s=schema.history_period_s * (schema.num_history - 1),
+            fits=fits,
+        )
         a = label.answer
         add("images", images)
         add("frame_stamps_ns", [seconds_to_ns(ft) for ft in frame_times])
@@ -199,11 +207,19 @@ def episode_samples(
         add("explanation", a.explanation)
         add("answer_text", render_answer_text(a, schema))
         add("route_command", label.route_command)
-    dtypes = {"images": np.uint8, "frame_stamps_ns": np.int64, "stamp_ns": np.int64,
-              "critical": bool, "longitudinal": np.uint8, "lateral": np.uint8}  # fmt: skip
+    dtypes = {
+        "images": np.uint8,
+        "frame_stamps_ns": np.int64,
+        "stamp_ns": np.int64,
+        "critical": bool,
+        "longitudinal": np.uint8,
+        "lateral": np.uint8,
+    }
     arrays = {k: np.asarray(v, dtype=dtypes.get(k)) for k, v in cols.items()}
-    arrays = {k: (v.astype(np.float32) if v.dtype == np.float64 and k != "history_states" else v)
-              for k, v in arrays.items()}  # fmt: skip
+    arrays = {
+        k: (v.astype(np.float32) if v.dtype == np.float64 and k != "history_states" else v)
+        for k, v in arrays.items()
+    }
     arrays["camera_names"] = np.asarray(rig.names)
     arrays["scenario"] = np.asarray(log.scenario)
     arrays["seed"] = np.asarray(log.seed, dtype=np.int64)
@@ -247,7 +263,7 @@ def sample_observation(shard: dict[str, np.ndarray], i: int) -> Observation:
             v_y=r[5],
             a_x=r[6],
             a_y=r[7],
-        )  # fmt: skip
+        )
         for r in shard["history_states"][i].tolist()
     )
     return Observation(int(shard["stamp_ns"][i]), frames, history, str(shard["route_command"][i]))

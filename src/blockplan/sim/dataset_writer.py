@@ -60,18 +60,26 @@ def make_episode(
 
         write_episode_export(root, split, scenario, seed, arrays, frames)
     return True, {
-        "scenario": scenario, "seed": seed, "split": split,
+        "scenario": scenario,
+        "seed": seed,
+        "split": split,
         "shard": str(shard.relative_to(root)),
         "num_samples": int(arrays["stamp_ns"].shape[0]),
         "sha256": _sha256(shard),
-    }  # fmt: skip
+    }
 
 
 class DatasetWriter:
     """Generates (or resumes) a data set in `root`."""
 
-    def __init__(self, root: str | Path, options: DatasetOptions, rig: Rig,
-                 export_fastddrive: bool = True, workers: int = 1) -> None:  # fmt: skip
+    def __init__(
+        self,
+        root: str | Path,
+        options: DatasetOptions,
+        rig: Rig,
+        export_fastddrive: bool = True,
+        workers: int = 1,
+    ) -> None:
         if workers < 1:
             raise DatasetError(f"workers={workers}: must be >= 1")
         self.root = Path(root)
@@ -99,8 +107,13 @@ class DatasetWriter:
                 )
             return manifest
         self.root.mkdir(parents=True, exist_ok=True)
-        return {"format_version": FORMAT_VERSION, "created_by": "blockplan dataset",
-                "options": self._options_doc(), "episodes": [], "dropped": []}  # fmt: skip
+        return {
+            "format_version": FORMAT_VERSION,
+            "created_by": "blockplan dataset",
+            "options": self._options_doc(),
+            "episodes": [],
+            "dropped": [],
+        }
 
     def _done(self) -> set[tuple[str, int]]:
         entries = self.manifest["episodes"] + self.manifest["dropped"]
@@ -113,10 +126,13 @@ class DatasetWriter:
         """Per scenario, the seeds not yet tried, in order (at most the attempt limit)."""
         o, done = self.options, self._done()
         return [
-            [(sc, o.seed_base + k) for k in range(o.episodes * o.max_attempts_factor)
-             if (sc, o.seed_base + k) not in done]
+            [
+                (sc, o.seed_base + k)
+                for k in range(o.episodes * o.max_attempts_factor)
+                if (sc, o.seed_base + k) not in done
+            ]
             for sc in o.scenarios
-        ]  # fmt: skip
+        ]
 
     def _record(self, kept: bool, entry: dict[str, Any]) -> None:
         self.manifest["episodes" if kept else "dropped"].append(entry)
@@ -124,8 +140,9 @@ class DatasetWriter:
 
     def run(self, progress: bool = False) -> dict[str, Any]:
         o = self.options
-        bar = tqdm(total=len(o.scenarios) * o.episodes, desc="episodes", unit="ep",
-                   disable=not progress)  # fmt: skip
+        bar = tqdm(
+            total=len(o.scenarios) * o.episodes, desc="episodes", unit="ep", disable=not progress
+        )
         bar.update(sum(min(self._kept(s), o.episodes) for s in o.scenarios))
         args = (self.root, o, self.rig)
         if self.workers == 1:
@@ -165,8 +182,9 @@ class DatasetWriter:
                         and (self._kept(scenario) + busy < o.episodes)
                     ):
                         _, seed = queue.pop(0)
-                        future = pool.submit(make_episode, *args, scenario, seed,
-                                             self.export_fastddrive)  # fmt: skip
+                        future = pool.submit(
+                            make_episode, *args, scenario, seed, self.export_fastddrive
+                        )
                         running[future] = scenario
                         busy += 1
                 if not running:
@@ -180,8 +198,9 @@ class DatasetWriter:
 
     def _counts(self) -> dict[str, Any]:
         m = self.manifest
-        samples = {s: sum(e["num_samples"] for e in m["episodes"] if e["split"] == s)
-                   for s in SPLITS}  # fmt: skip
+        samples = {
+            s: sum(e["num_samples"] for e in m["episodes"] if e["split"] == s) for s in SPLITS
+        }
         episodes = {s: sum(e["split"] == s for e in m["episodes"]) for s in SPLITS}
 
         def dropped(key: str) -> dict[str, int]:
@@ -190,5 +209,9 @@ class DatasetWriter:
                 for sc in self.options.scenarios
             }
 
-        return {"samples": samples, "episodes": episodes, "dropped_crashes": dropped("crashed_at"),
-                "dropped_reversing": dropped("reversed_at")}  # fmt: skip
+        return {
+            "samples": samples,
+            "episodes": episodes,
+            "dropped_crashes": dropped("crashed_at"),
+            "dropped_reversing": dropped("reversed_at"),
+        }

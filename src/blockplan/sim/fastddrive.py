@@ -67,34 +67,44 @@ def write_episode_export(
         times = arrays["frame_stamps_ns"][i] / 1e9
         image_paths = [f"images/{episode}/{_frame_name(c, t)}" for c in names for t in times]
         history = arrays["ego_history"][i].astype(np.float64)
-        prompt = render_prompt_text(None, schema, names, num_frames, ego_history=history,
-                                    route_command=str(arrays["route_command"][i]))  # fmt: skip
+        prompt = render_prompt_text(
+            None,
+            schema,
+            names,
+            num_frames,
+            ego_history=history,
+            route_command=str(arrays["route_command"][i]),
+        )
         stamp = int(arrays["stamp_ns"][i])
-        records.append({
-            "id": f"{episode}-{stamp // 1_000_000:07d}",
-            "image": image_paths,
-            "conversations": [
-                {"from": "system", "value": prompt.system},
-                {"from": "human", "value": prompt.user},
-                {"from": "gpt", "value": str(arrays["answer_text"][i])},
-            ],
-            "ego_history": np.round(history, 3).tolist(),
-            "future_waypoints": np.round(arrays["waypoints"][i].astype(float), 3).tolist(),
-            "future_trajectory_4hz": np.round(arrays["future_xy"][i].astype(float), 3).tolist(),
-            "meta_behavior": {
-                "longitudinal": LONGITUDINAL_ORDER[int(arrays["longitudinal"][i])].value,
-                "lateral": LATERAL_ORDER[int(arrays["lateral"][i])].value,
-            },
-            "critical_objects": {
-                k: "yes" if v else "no"
-                for k, v in zip(CRITICAL_OBJECT_KEYS, arrays["critical"][i].tolist(), strict=True)
-            },
-            "explanation": str(arrays["explanation"][i]),
-            "route_command": str(arrays["route_command"][i]),
-            "scenario": scenario,
-            "seed": int(seed),
-            "stamp_ns": stamp,
-        })  # fmt: skip
+        records.append(
+            {
+                "id": f"{episode}-{stamp // 1_000_000:07d}",
+                "image": image_paths,
+                "conversations": [
+                    {"from": "system", "value": prompt.system},
+                    {"from": "human", "value": prompt.user},
+                    {"from": "gpt", "value": str(arrays["answer_text"][i])},
+                ],
+                "ego_history": np.round(history, 3).tolist(),
+                "future_waypoints": np.round(arrays["waypoints"][i].astype(float), 3).tolist(),
+                "future_trajectory_4hz": np.round(arrays["future_xy"][i].astype(float), 3).tolist(),
+                "meta_behavior": {
+                    "longitudinal": LONGITUDINAL_ORDER[int(arrays["longitudinal"][i])].value,
+                    "lateral": LATERAL_ORDER[int(arrays["lateral"][i])].value,
+                },
+                "critical_objects": {
+                    k: "yes" if v else "no"
+                    for k, v in zip(
+                        CRITICAL_OBJECT_KEYS, arrays["critical"][i].tolist(), strict=True
+                    )
+                },
+                "explanation": str(arrays["explanation"][i]),
+                "route_command": str(arrays["route_command"][i]),
+                "scenario": scenario,
+                "seed": int(seed),
+                "stamp_ns": stamp,
+            }
+        )
     part = base / "parts" / split / f"{episode}.json"
     part.parent.mkdir(parents=True, exist_ok=True)
     tmp = part.with_name(part.name + ".tmp")
@@ -155,8 +165,10 @@ def record_from_dict(rec: dict[str, Any], base_dir: Path) -> FastDDriveRecord:
     rid = rec.get("id")
     try:
         fields = _answer_fields(rec)
-        critical = {k: str(fields["critical_objects"].get(k, "no")).lower() in ("yes", "true")
-                    for k in CRITICAL_OBJECT_KEYS}  # fmt: skip
+        critical = {
+            k: str(fields["critical_objects"].get(k, "no")).lower() in ("yes", "true")
+            for k in CRITICAL_OBJECT_KEYS
+        }
         meta = fields["future_meta_behavior"]
         answer = DrivingAnswer(
             critical_objects=critical,

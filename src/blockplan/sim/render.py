@@ -78,9 +78,14 @@ def _camera_rays(cam: Camera) -> _CameraRays:
     w = np.clip(elevation / np.radians(35.0), 0.0, 1.0).astype(np.float32)[:, None]
     sky = (1.0 - w) * HAZE + w * ZENITH
     return _CameraRays(
-        cam, ground_idx, ground_xy.astype(np.float32), 1.0 - fog, fog * HAZE, sky.astype(np.uint8),
+        cam,
+        ground_idx,
+        ground_xy.astype(np.float32),
+        1.0 - fog,
+        fog * HAZE,
+        sky.astype(np.uint8),
         cam.R_base_from_optical.T,
-    )  # fmt: skip
+    )
 
 
 TAIL_LIGHT = (215, 25, 20)
@@ -100,22 +105,54 @@ def _parts(boxes: list[Box]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     """
     rows = []  # (x, y, yaw, length, width, z0, z1, x_off, y_off, r, g, b, is_cabin, face)
     for b in boxes:
-        rows.append((b.x, b.y, b.yaw, b.length * 1.15, b.width * 1.1, 0.0, 0.02, 0.0, 0.0,
-                     *SHADOW, 0, -1))  # fmt: skip
+        rows.append(
+            (b.x, b.y, b.yaw, b.length * 1.15, b.width * 1.1, 0.0, 0.02, 0.0, 0.0, *SHADOW, 0, -1)
+        )
         if b.kind == KIND_VEHICLE:
             top = 0.3 + 0.6 * b.height / 1.5
             rows.append((b.x, b.y, b.yaw, b.length, b.width, 0.3, top, 0.0, 0.0, *b.color, 0, -1))
-            rows.append((b.x, b.y, b.yaw, b.length * 0.55, b.width * 0.88, top, b.height,
-                         -0.08 * b.length, 0.0, *b.color, 1, -1))  # fmt: skip
+            rows.append(
+                (
+                    b.x,
+                    b.y,
+                    b.yaw,
+                    b.length * 0.55,
+                    b.width * 0.88,
+                    top,
+                    b.height,
+                    -0.08 * b.length,
+                    0.0,
+                    *b.color,
+                    1,
+                    -1,
+                )
+            )
             lamp_y = b.width / 2 - 0.3
-            for x_off, color, face in ((-b.length / 2 - 0.03, TAIL_LIGHT, FACE_REAR),
-                                       (b.length / 2 + 0.03, HEAD_LIGHT, FACE_FRONT)):  # fmt: skip
+            for x_off, color, face in (
+                (-b.length / 2 - 0.03, TAIL_LIGHT, FACE_REAR),
+                (b.length / 2 + 0.03, HEAD_LIGHT, FACE_FRONT),
+            ):
                 for y_off in (lamp_y, -lamp_y):
-                    rows.append((b.x, b.y, b.yaw, 0.04, 0.4, top - 0.25, top - 0.08, x_off,
-                                 y_off, *color, 0, face))  # fmt: skip
+                    rows.append(
+                        (
+                            b.x,
+                            b.y,
+                            b.yaw,
+                            0.04,
+                            0.4,
+                            top - 0.25,
+                            top - 0.08,
+                            x_off,
+                            y_off,
+                            *color,
+                            0,
+                            face,
+                        )
+                    )
         else:
-            rows.append((b.x, b.y, b.yaw, b.length, b.width, 0.0, b.height, 0.0, 0.0,
-                         *b.color, 0, -1))  # fmt: skip
+            rows.append(
+                (b.x, b.y, b.yaw, b.length, b.width, 0.0, b.height, 0.0, 0.0, *b.color, 0, -1)
+            )
     a = np.array(rows, dtype=np.float64)  # (P, 14)
     hl, hw = a[:, 3:4] / 2.0, a[:, 4:5] / 2.0
     lx = np.concatenate([hl, -hl, -hl, hl], 1) + a[:, 7:8]  # (P, 4) local x of the ring
@@ -162,9 +199,8 @@ class RigRenderer:
 
     def _boxes_in_range(self, snap: Snapshot) -> list[Box]:
         near = [
-            b for b in snap.boxes
-            if np.hypot(b.x - snap.ego.x, b.y - snap.ego.y) < MAX_BOX_RANGE_M
-        ]  # fmt: skip
+            b for b in snap.boxes if np.hypot(b.x - snap.ego.x, b.y - snap.ego.y) < MAX_BOX_RANGE_M
+        ]
         return near
 
     def _render_camera(self, rays: _CameraRays, snap: Snapshot, boxes: list[Box]) -> np.ndarray:
@@ -184,8 +220,9 @@ class RigRenderer:
         acc = a[0::s, 0::s] + a[1::s, 0::s] + a[0::s, 1::s] + a[1::s, 1::s]  # 2x2 box filter
         return (acc >> 2).astype(np.uint8)  # (H, W, 3)
 
-    def _draw_boxes(self, draw: ImageDraw.ImageDraw, rays: _CameraRays, snap: Snapshot,
-                    boxes: list[Box]) -> None:  # fmt: skip
+    def _draw_boxes(
+        self, draw: ImageDraw.ImageDraw, rays: _CameraRays, snap: Snapshot, boxes: list[Box]
+    ) -> None:
         cam, ss, ego = rays.camera, SUPERSAMPLE, snap.ego
         c, si = np.cos(ego.yaw), np.sin(ego.yaw)
         R_base_from_odom = np.array([[c, si, 0.0], [-si, c, 0.0], [0.0, 0.0, 1.0]])
@@ -195,9 +232,11 @@ class RigRenderer:
         order = np.argsort(-dist, kind="stable")  # painter's algorithm: far to near
         corners, colors, is_cabin, only_face = _parts([boxes[i] for i in order])
         parts_per_box = np.array(
-            [PARTS_PER_VEHICLE if boxes[i].kind == KIND_VEHICLE else PARTS_PER_OBSTACLE
-             for i in order]
-        )  # fmt: skip
+            [
+                PARTS_PER_VEHICLE if boxes[i].kind == KIND_VEHICLE else PARTS_PER_OBSTACLE
+                for i in order
+            ]
+        )
         fog = 1.0 - np.exp(-np.repeat(dist[order], parts_per_box) / FOG_DISTANCE_M)  # (P,)
         pts = (corners - origin) @ R.T  # (P, 8, 3) optical
         z = pts[..., 2]

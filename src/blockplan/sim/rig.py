@@ -31,9 +31,13 @@ class RigError(UserError, ValueError):
 def rotation_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
     """(3, 3) R = Rz(yaw) @ Ry(pitch) @ Rx(roll) (REP-103 fixed-axis roll, pitch, yaw)."""
     cr, sr, cp, sp, cy, sy = (
-        math.cos(roll), math.sin(roll), math.cos(pitch), math.sin(pitch),
-        math.cos(yaw), math.sin(yaw),
-    )  # fmt: skip
+        math.cos(roll),
+        math.sin(roll),
+        math.cos(pitch),
+        math.sin(pitch),
+        math.cos(yaw),
+        math.sin(yaw),
+    )
     rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
     ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
     rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
@@ -129,13 +133,20 @@ def camera_from_dict(entry: dict[str, Any], index: int) -> Camera:
         if fx <= 0 or fy <= 0:
             raise RigError(f"{where}.fx/fy=({fx}, {fy}): must be > 0")
     return Camera(
-        name=name, width=width, height=height, fx=fx, fy=fy, cx=cx, cy=cy,
-        x=_number(entry, "x", where, 0.0), y=_number(entry, "y", where, 0.0),
+        name=name,
+        width=width,
+        height=height,
+        fx=fx,
+        fy=fy,
+        cx=cx,
+        cy=cy,
+        x=_number(entry, "x", where, 0.0),
+        y=_number(entry, "y", where, 0.0),
         z=_number(entry, "z", where, 1.5),
         roll=math.radians(_number(entry, "roll_deg", where, 0.0)),
         pitch=math.radians(_number(entry, "pitch_deg", where, 0.0)),
         yaw=math.radians(_number(entry, "yaw_deg", where, 0.0)),
-    )  # fmt: skip
+    )
 
 
 def rig_from_dict(doc: dict[str, Any]) -> Rig:

@@ -219,9 +219,11 @@ def _add_vehicles_behind(env: Any, scenario: Scenario, rng: np.random.Generator)
         s -= float(rng.uniform(25.0, 35.0))
         lane = env.road.network.get_lane((_from, _to, int(rng.integers(num_lanes))))
         vehicle = IDMVehicle(
-            env.road, lane.position(s, 0.0), heading=lane.heading_at(s),
+            env.road,
+            lane.position(s, 0.0),
+            heading=lane.heading_at(s),
             speed=float(rng.uniform(21.0, 27.0)),
-        )  # fmt: skip
+        )
         vehicle.target_speed = vehicle.speed
         vehicle.randomize_behavior()
         env.road.vehicles.append(vehicle)

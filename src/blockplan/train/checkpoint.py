@@ -77,8 +77,9 @@ def load_checkpoint(
     if model.config.decoder.tie_word_embeddings:
         text["lm_head.weight"] = text["model.embed_tokens.weight"]
     load_state(model.decoder, text, str(folder))
-    visual = {k.removeprefix(VISUAL_PREFIX): v for k, v in state.items()
-              if k.startswith(VISUAL_PREFIX)}  # fmt: skip
+    visual = {
+        k.removeprefix(VISUAL_PREFIX): v for k, v in state.items() if k.startswith(VISUAL_PREFIX)
+    }
     load_state(model.visual, visual, str(folder))
     flow = {k.removeprefix(FLOW_PREFIX): v for k, v in state.items() if k.startswith(FLOW_PREFIX)}
     if model.flow_head is not None or flow:

@@ -29,10 +29,10 @@ import numpy as np
 from tqdm import tqdm
 
 from blockplan.config import ComfortConfig, GateConfig, PlannerConfig, TrajectoryOutputConfig
-from blockplan.engine.planner import Planner
-from blockplan.engine.planner_parts import schema_from
 from blockplan.model.planner_model import PlannerModelConfig
 from blockplan.model.weights import read_config
+from blockplan.planner.parts import schema_from
+from blockplan.planner.planner import Planner
 from blockplan.schema import ScaffoldParseError, load_tokenizer
 from blockplan.train.baselines import EgoMLP, constant_velocity
 from blockplan.train.collision import ReplayMismatch, check_replay, plan_collides, replay_episode

@@ -166,19 +166,21 @@ def load_shards(
             obs = sample_observation(shard, i)
             images = shard["images"][i][order]  # (K, T, H', W', 3) in the model's order
             history = ego_history_array(obs.ego_history, obs.stamp_ns, schema)
-            rows.append({
-                "prompt_ids": encoder.prompt_ids(history, obs.route_command),
-                "answer_ids": encoder.answer_ids(sample_answer(shard, i)),
-                "images": encoder.resize(images.reshape(-1, *images.shape[2:]))
-                if with_images
-                else np.zeros((0, 1, 1, 3), np.uint8),
-                "future_xy": shard["future_xy"][i].astype(np.float64),
-                "velocity": history[-1, 2:4],
-                "ego_history": history,
-                "command": schema.route_commands.index(obs.route_command),
-                "episode": np.asarray(f"{entry['scenario']}-{entry['seed']}"),
-                "stamp_ns": np.asarray(obs.stamp_ns, dtype=np.int64),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "prompt_ids": encoder.prompt_ids(history, obs.route_command),
+                    "answer_ids": encoder.answer_ids(sample_answer(shard, i)),
+                    "images": encoder.resize(images.reshape(-1, *images.shape[2:]))
+                    if with_images
+                    else np.zeros((0, 1, 1, 3), np.uint8),
+                    "future_xy": shard["future_xy"][i].astype(np.float64),
+                    "velocity": history[-1, 2:4],
+                    "ego_history": history,
+                    "command": schema.route_commands.index(obs.route_command),
+                    "episode": np.asarray(f"{entry['scenario']}-{entry['seed']}"),
+                    "stamp_ns": np.asarray(obs.stamp_ns, dtype=np.int64),
+                }
+            )
     return _collect(rows)
 
 
@@ -220,17 +222,19 @@ def load_fastddrive(path: str | Path, recipe: Recipe, history_period_s: float = 
         if future is None:
             future = upsample(rec.answer.waypoints).xy
         command = str(raw.get("route_command") or schema.route_commands[0])
-        rows.append({
-            "prompt_ids": encoder.prompt_ids(history, command),
-            "answer_ids": encoder.answer_ids(rec.answer),
-            "images": encoder.resize(images),
-            "future_xy": np.asarray(future, dtype=np.float64),
-            "velocity": history[-1, 2:4],
-            "ego_history": history,
-            "command": schema.route_commands.index(command),
-            "episode": np.asarray(f"{raw.get('scenario', 'json')}-{raw.get('seed', 0)}"),
-            "stamp_ns": np.asarray(int(raw.get("stamp_ns", 0)), dtype=np.int64),
-        })  # fmt: skip
+        rows.append(
+            {
+                "prompt_ids": encoder.prompt_ids(history, command),
+                "answer_ids": encoder.answer_ids(rec.answer),
+                "images": encoder.resize(images),
+                "future_xy": np.asarray(future, dtype=np.float64),
+                "velocity": history[-1, 2:4],
+                "ego_history": history,
+                "command": schema.route_commands.index(command),
+                "episode": np.asarray(f"{raw.get('scenario', 'json')}-{raw.get('seed', 0)}"),
+                "stamp_ns": np.asarray(int(raw.get("stamp_ns", 0)), dtype=np.int64),
+            }
+        )
     return _collect(rows)
 
 

@@ -56,6 +56,11 @@ class RobotTrainConfig:
     log_every: int = 5
     val_samples: int = 48
     eval_samples: int = 8  # validation samples decoded with the planner at the end (0: none)
+    # Wall-clock budget of each phase in seconds (None: none): a phase that reaches it stops
+    # at that step (recorded as `stopped_early` with the steps done; the schedule is not
+    # compressed).
+    teacher_max_s: float | None = None
+    student_max_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.teacher_steps < 1 or self.student_steps < 1:
@@ -128,8 +133,10 @@ class RobotTrainer:
         module: ChunkDiffusionModule,
         steps: int,
         teacher: ChunkDiffusionModule | None = None,
+        max_s: float | None = None,
     ) -> dict[str, float]:
-        """Train `module` for `steps`: the plain loss (teacher is None) or distillation."""
+        """Train `module` for `steps` (or until `max_s` seconds have passed): the plain loss
+        (teacher is None) or distillation."""
         cfg = self.config.phase(steps)
         name = "teacher" if teacher is None else "student"
         optimizer = make_optimizer(module, cfg)
@@ -139,7 +146,13 @@ class RobotTrainer:
         record: dict[str, float] = {}
         bar = tqdm(total=steps, desc=f"train {name}", unit="step", disable=not self.progress)
         started = time.monotonic()
+        done, stopped = 0, False
         for step in range(steps):
+            if max_s is not None and step > 0 and time.monotonic() - started > max_s:
+                stopped = True
+                self.log({"event": "stopped_early", "phase": name, "steps_done": step,
+                          "max_s": max_s})  # fmt: skip
+                break
             epoch, k = divmod(step, per_epoch)
             indices = self.order(phase, epoch)[k * B : (k + 1) * B].tolist()
             rng = np.random.default_rng([self.config.seed, phase, step])
@@ -159,6 +172,7 @@ class RobotTrainer:
             grad_norm = torch.nn.utils.clip_grad_norm_(module.parameters(), cfg.grad_clip)
             optimizer.step()
             record = {k: float(v.detach()) for k, v in out.items()}
+            done = step + 1
             bar.update(1)
             bar.set_postfix(loss=f"{record['loss']:.3f}")
             if (step + 1) % self.config.log_every == 0 or step + 1 == steps:
@@ -170,7 +184,8 @@ class RobotTrainer:
         val = self.validate(module, teacher)
         if val:
             self.log({"event": "validate", "phase": name, **val})
-        return {**record, **val, "steps": steps, "seconds": time.monotonic() - started}
+        out = {**record, **val, "steps": done, "planned_steps": steps}
+        return {**out, "stopped_early": stopped, "seconds": time.monotonic() - started}
 
     @torch.no_grad()
     def validate(
@@ -196,18 +211,33 @@ class RobotTrainer:
                 sums[k] = sums.get(k, 0.0) + float(v) * len(idx)
         return {f"val/{k}": v / n for k, v in sums.items()}
 
-    def fit(self) -> dict[str, Any]:
-        """Both phases; writes OUT/teacher, OUT/best (with the model card) and the log."""
+    def fit(self, resume: bool = False) -> dict[str, Any]:
+        """Both phases; writes OUT/teacher, OUT/best (with the model card) and the log.
+        resume: when OUT/teacher holds a finished teacher (its record in the log), skip the
+        teacher phase and distil from it."""
         self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / METRICS_FILE).unlink(missing_ok=True)
-        torch.manual_seed(self.config.seed)
-        model = PlannerModel(self.recipe.model_config)
-        init_weights(model)
-        model.to(self.device)
-        teacher = ChunkDiffusionModule(model, self.recipe, "bidirectional").to(self.device)
-        self.records["teacher"] = self.run_phase(TEACHER, teacher, self.config.teacher_steps)
         tokenizer_json = self.recipe.tokenizer.to_str()
-        self.save(model, self.out / TEACHER_DIR, tokenizer_json)
+        previous = self._teacher_record() if resume else None
+        if previous is not None:
+            from blockplan.model.weights import load_pretrained
+
+            model = load_pretrained(self.out / TEACHER_DIR).to(self.device)
+            teacher = ChunkDiffusionModule(model, self.recipe, "bidirectional").to(self.device)
+            teacher.eval()
+            self.records["teacher"] = previous
+            self.log({"event": "resumed", "teacher": str(self.out / TEACHER_DIR)})
+        else:
+            (self.out / METRICS_FILE).unlink(missing_ok=True)
+            torch.manual_seed(self.config.seed)
+            model = PlannerModel(self.recipe.model_config)
+            init_weights(model)
+            model.to(self.device)
+            teacher = ChunkDiffusionModule(model, self.recipe, "bidirectional").to(self.device)
+            self.records["teacher"] = self.run_phase(
+                TEACHER, teacher, self.config.teacher_steps, max_s=self.config.teacher_max_s
+            )
+            self.save(model, self.out / TEACHER_DIR, tokenizer_json)
+            self.log({"event": "teacher_done", "record": self.records["teacher"]})
         for p in teacher.parameters():
             p.requires_grad_(False)
         student_model = copy.deepcopy(model)
@@ -215,7 +245,7 @@ class RobotTrainer:
             p.requires_grad_(True)
         student = ChunkDiffusionModule(student_model, self.recipe, "block_causal").to(self.device)
         self.records["student"] = self.run_phase(
-            STUDENT, student, self.config.student_steps, teacher
+            STUDENT, student, self.config.student_steps, teacher, self.config.student_max_s
         )
         best = self.save(student_model, self.out / BEST_DIR, tokenizer_json)
         evaluation = self.evaluate(best) if self.config.eval_samples > 0 else {}
@@ -227,6 +257,18 @@ class RobotTrainer:
         final = {"event": "done", **self.records, "evaluation": evaluation, "model": str(best)}
         self.log(final)
         return final
+
+    def _teacher_record(self) -> dict[str, Any] | None:
+        """The finished teacher's record from the log, when OUT/teacher holds it."""
+        path = self.out / METRICS_FILE
+        if not (self.out / TEACHER_DIR / "config.json").is_file() or not path.is_file():
+            return None
+        found = None
+        for line in path.read_text().splitlines():
+            entry = json.loads(line)
+            if entry.get("event") == "teacher_done":
+                found = entry["record"]
+        return found
 
     def save(self, model: PlannerModel, folder: Path, tokenizer_json: str) -> Path:
         if folder.exists():
@@ -244,8 +286,8 @@ class RobotTrainer:
         validation split) with the student: action MAE against the true chunk per strategy,
         forwards per plan, and the MAE of the true chunk's own bin centres (the floor)."""
         from blockplan.config import PlannerConfig
-        from blockplan.engine.embodiment import robot_config
-        from blockplan.engine.planner import Planner
+        from blockplan.planner.embodiment import robot_config
+        from blockplan.planner.planner import Planner
         from blockplan.schema.action import bin_centres, quantize
         from blockplan.types import CameraFrame, RobotObservation
 
@@ -277,6 +319,13 @@ class RobotTrainer:
                 "forwards_per_plan": float(np.mean(forwards)),
             }
         return out
+
+
+def _steps(record: dict[str, Any]) -> str:
+    if record.get("stopped_early"):
+        return (f"{record['steps']} steps (the phase's time budget stopped it; "
+                f"{record['planned_steps']} were planned)")  # fmt: skip
+    return f"{record['steps']} steps"
 
 
 def _fmt(values: tuple[float, ...]) -> str:
@@ -325,7 +374,7 @@ def model_card(trainer: RobotTrainer, evaluation: dict[str, Any]) -> str:
         "## Training (docs/ALGORITHMS.md §8)",
         f"1. **Teacher**: bidirectional attention over the whole chunk; the plain "
         f"masked-diffusion loss (one mask ratio t ~ U(0.001, 1) per sample, cross-entropy at "
-        f"the masked values); {teacher['steps']} steps from a fresh initialisation. Last "
+        f"the masked values); {_steps(teacher)} from a fresh initialisation. Last "
         f"training loss {teacher['loss']:.4f}"
         + (f", validation {teacher['val/ce']:.4f}" if "val/ce" in teacher else "")
         + ".",
@@ -334,7 +383,7 @@ def model_card(trainer: RobotTrainer, evaluation: dict[str, Any]) -> str:
         f"(per sample, the blocks' mask ratios are the sorted values of independent U(0.001, 1) "
         f"draws, so they increase with the block index); loss KL(teacher || student) at the "
         f"masked values, the frozen teacher seeing the same noisy chunk bidirectionally; "
-        f"{student['steps']} steps. Last training KL {student['kl']:.4f} (student CE to the "
+        f"{_steps(student)}. Last training KL {student['kl']:.4f} (student CE to the "
         f"data {student['ce']:.4f})"
         + (f", validation KL {student['val/kl']:.4f}" if "val/kl" in student else "")
         + ".",

@@ -66,12 +66,22 @@ class TrainConfig:
     save_every: int = 50
     val_samples: int = 48
     max_minutes: float | None = None  # stop (and save) after this much wall time
+    # Per scenario, samples whose future leaves the straight line ahead by more than
+    # lateral_threshold_m repeat until they are at least this share of the scenario's
+    # samples per epoch (0 = the data as it is); see `epoch_pool`.
+    lateral_share: float = 0.0
+    lateral_threshold_m: float = 1.0
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1:
             raise TrainError(f"steps={self.steps}, batch_size={self.batch_size}: must be >= 1")
         if not self.lr > 0 or self.warmup_steps < 0 or not 0 <= self.min_lr_ratio <= 1:
             raise TrainError("lr > 0, warmup_steps >= 0, 0 <= min_lr_ratio <= 1")
+        if not 0 <= self.lateral_share < 1 or not self.lateral_threshold_m > 0:
+            raise TrainError(
+                f"lateral_share={self.lateral_share} must be in [0, 1) and "
+                f"lateral_threshold_m={self.lateral_threshold_m} > 0"
+            )
 
     def lr_at(self, step: int) -> float:
         """Linear warm-up to `lr`, then cosine decay to `min_lr_ratio`·lr at `steps`."""
@@ -81,6 +91,34 @@ class TrainConfig:
         progress = min((step - self.warmup_steps) / span, 1.0)
         cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
         return self.lr * (self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cosine)
+
+
+def epoch_pool(
+    future_xy: np.ndarray, episode: np.ndarray, share: float, threshold_m: float
+) -> np.ndarray:
+    """Sample indices for one epoch, lateral samples repeated.
+
+    Lane changes and swerves are rare on a highway (a tenth of the samples) and a model
+    trained on the data as it is learns to drive straight ahead in its own frame, also when
+    its heading is off the lane's. Per scenario (the part of `episode` before the last
+    "-"), samples whose ground-truth future deviates laterally by more than `threshold_m`
+    repeat a whole number of times so that they make up at least `share` of that scenario's
+    samples (never fewer than once; scenarios already above `share` are unchanged)."""
+    n = len(future_xy)
+    pool = [np.arange(n)]
+    if share <= 0 or n == 0:
+        return pool[0]
+    lateral = np.abs(np.asarray(future_xy)[:, :, 1]).max(axis=1) > threshold_m
+    scenario = np.array([str(e).rsplit("-", 1)[0] for e in episode])
+    for name in sorted(set(scenario)):
+        mine = scenario == name
+        idx = np.flatnonzero(mine & lateral)
+        p = len(idx) / int(mine.sum())
+        if len(idx) == 0 or p >= share:
+            continue
+        repeats = int(round(share * (1 - p) / (p * (1 - share))))  # lateral total / once
+        pool += [idx] * (repeats - 1)
+    return np.concatenate(pool)
 
 
 def init_weights(model: nn.Module, std: float = 0.02) -> None:
@@ -127,8 +165,11 @@ class Trainer:
         self.module = SASDModule(self.model, recipe).to(self.ctx.device)
         self.optimizer = make_optimizer(self.module, config)
         self.step, self.best_val = 0, math.inf
+        self.pool = epoch_pool(
+            train_set.future_xy, train_set.episode, config.lateral_share, config.lateral_threshold_m
+        )
         self.sampler = DistributedSampler(
-            range(len(train_set)),
+            range(len(self.pool)),
             num_replicas=self.ctx.world_size,
             rank=self.ctx.rank,
             shuffle=True,
@@ -138,7 +179,7 @@ class Trainer:
         self.steps_per_epoch = len(self.sampler) // config.batch_size
         if self.steps_per_epoch < 1:
             raise TrainError(
-                f"{len(train_set)} training samples over {self.ctx.world_size} ranks cannot fill "
+                f"{len(self.pool)} training samples over {self.ctx.world_size} ranks cannot fill "
                 f"one batch of {config.batch_size}"
             )
 
@@ -204,7 +245,7 @@ class Trainer:
         self.sampler.set_epoch(epoch)
         order = list(self.sampler)
         B = self.config.batch_size
-        return order[k * B : (k + 1) * B]
+        return [int(self.pool[i]) for i in order[k * B : (k + 1) * B]]
 
     def inputs(self, data: Examples, indices: list[int], rng: np.random.Generator) -> dict:
         batch = data.batch(indices)
@@ -288,8 +329,9 @@ class Trainer:
             ids = [ctx.device.index] if ctx.device.type == "cuda" else None
             runner = DistributedDataParallel(self.module, device_ids=ids)
         self.module.train()
-        bar = tqdm(total=cfg.steps, initial=self.step, desc="train", unit="step",
-                   disable=not self.progress)  # fmt: skip
+        bar = tqdm(
+            total=cfg.steps, initial=self.step, desc="train", unit="step", disable=not self.progress
+        )
         started = time.monotonic()
         seen, t_log = 0, time.monotonic()
         last = cfg.steps if until is None else min(until, cfg.steps)
@@ -301,10 +343,16 @@ class Trainer:
             bar.set_postfix(loss=f"{record['loss']:.3f}", traj=f"{record[key]:.3f}")
             if self.step % cfg.log_every == 0 or self.step == cfg.steps:
                 now = time.monotonic()
-                self.log({"event": "train", "step": self.step,
-                          "epoch": (self.step - 1) // self.steps_per_epoch,
-                          "samples_per_s": seen / max(now - t_log, 1e-9),
-                          "elapsed_s": now - started, **record})  # fmt: skip
+                self.log(
+                    {
+                        "event": "train",
+                        "step": self.step,
+                        "epoch": (self.step - 1) // self.steps_per_epoch,
+                        "samples_per_s": seen / max(now - t_log, 1e-9),
+                        "elapsed_s": now - started,
+                        **record,
+                    }
+                )
                 seen, t_log = 0, now
             stop = self.should_stop(started) or self.step == last
             if self.step % cfg.save_every == 0 or stop:
@@ -313,8 +361,13 @@ class Trainer:
                 break
         bar.close()
         digests = gather_digests(ctx, parameter_digest(self.module))
-        final = {"event": "done", "step": self.step, "best_val": self.best_val,
-                 "world_size": ctx.world_size, "param_digests": digests}  # fmt: skip
+        final = {
+            "event": "done",
+            "step": self.step,
+            "best_val": self.best_val,
+            "world_size": ctx.world_size,
+            "param_digests": digests,
+        }
         self.log(final)
         if len(set(digests)) != 1:
             raise TrainError(f"ranks ended with different parameters: {digests}")

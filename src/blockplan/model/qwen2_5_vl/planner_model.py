@@ -40,9 +40,15 @@ class QwenPlannerConfig:
     schema: dict[str, Any] = field(default_factory=dict)
     factor: int = 28  # patch_size * spatial_merge_size
 
+    # The surface the Planner reads on every model config (model/planner_model.py):
     visual_attention = "causal"
     frame_slot_embedding = False
     streams_exactly = False
+    embodiment = "vehicle"
+    cache_attention = "causal"  # Fast-dDrive's SASD stream
+    frame_period_s = None  # not recorded in a transformers folder: the runtime's config holds
+    exportable = False  # the torch backend only (no static-shape export of its ViT / mRoPE)
+    can_stream = False  # its prompt attends causally across frames: nothing to reuse exactly
 
     def __post_init__(self) -> None:
         h, w = self.image_size

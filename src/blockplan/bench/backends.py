@@ -1,0 +1,83 @@
+"""Backends against each other (`blockplan bench --backend torch,onnxruntime`).
+
+Same model, same inputs; within a round every strategy runs on every backend back to back
+(backend order alternating by round), so load drift on a shared machine hits them alike.
+Reports each backend's per-strategy summary, its p50 latency relative to the first backend,
+and the fraction of plans whose tokens equal the first backend's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from blockplan.bench.decoding import (
+    Progress,
+    Run,
+    model_summary,
+    strategy_runner,
+    summarize,
+)
+from blockplan.planner.planner import Planner
+from blockplan.planner.synthetic import synthetic_observation
+
+
+def run_backend_bench(
+    planners: dict[str, Planner],
+    strategies: Sequence[str],
+    iters: int,
+    warmup: int = 1,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """`planners`: backend name → a Planner on that backend (the first is the reference)."""
+    say = progress or (lambda _msg: None)
+    names = list(planners)
+    reference = planners[names[0]]
+    runners = {(b, s): strategy_runner(planners[b], s) for b in names for s in strategies}
+    inputs = [
+        synthetic_observation(reference.config, seed + i, schema=reference.schema)
+        for i in range(warmup + iters)
+    ]
+    runs: dict[tuple[str, str], list[Run]] = {key: [] for key in runners}
+    for i, obs in enumerate(inputs):
+        say(f"bench backends: round {i + 1}/{len(inputs)}" + (" (warm-up)" if i < warmup else ""))
+        order = names if i % 2 == 0 else names[::-1]
+        for strategy in strategies:
+            for backend in order:
+                run = runners[(backend, strategy)](obs)
+                if i >= warmup:
+                    runs[(backend, strategy)].append(run)
+    A = len(reference.scaffold)
+    trajectory = reference.scaffold.section("trajectory")
+    report: dict[str, Any] = {
+        "model": model_summary(reference, iters, warmup),
+        "reference_backend": names[0],
+        "backends": {},
+        "latency_ratio_vs_reference": {},
+        "identical_tokens_fraction": {},
+    }
+    for backend in names:
+        per: dict[str, Any] = {}
+        for strategy in strategies:
+            n = reference.cache.max_batch if strategy == "rollouts" else 1
+            tokens = A + (n - 1) * (trajectory.end - trajectory.start)
+            per[strategy] = summarize(runs[(backend, strategy)], float(tokens))
+        report["backends"][backend] = per
+    for backend in names[1:]:
+        ratios, same = {}, {}
+        for strategy in strategies:
+            ours = report["backends"][backend][strategy]["latency_ms"]["p50"]
+            ref = report["backends"][names[0]][strategy]["latency_ms"]["p50"]
+            ratios[strategy] = round(ours / ref, 3)
+            pairs = zip(runs[(names[0], strategy)], runs[(backend, strategy)], strict=True)
+            same[strategy] = float(np.mean([_same(a, b) for a, b in pairs]))
+        report["latency_ratio_vs_reference"][backend] = ratios
+        report["identical_tokens_fraction"][backend] = same
+    return report
+
+
+def _same(a: Run, b: Run) -> bool:
+    return a.tokens is not None and b.tokens is not None and np.array_equal(a.tokens, b.tokens)

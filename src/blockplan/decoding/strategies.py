@@ -1,0 +1,245 @@
+"""The five decoding strategies (docs/ALGORITHMS.md §4) as small functions on one block loop.
+
+Cached strategies differ only in where a window ends and what fills its unknown slots:
+
+| strategy            | window                           | proposal                        |
+|---------------------|----------------------------------|---------------------------------|
+| `ar`                | known run up to the next unknown | none (one forward per token)    |
+| `scaffold_spec`     | the scaffold block               | one bidirectional draft forward |
+| `section_diffusion` | the scaffold block               | denoise to full, then commit    |
+
+`rollouts` is `scaffold_spec`, forked N ways at the trajectory and sampled in verify.
+
+`full_diffusion` keeps no cache: every step recomputes the prompt and the whole answer.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from blockplan.decoding.block_loop import (
+    AnswerState,
+    DecodeContext,
+    Propose,
+    WindowEnd,
+    block_end_at,
+    causal_close,
+    decode_span,
+    draft_close,
+)
+from blockplan.decoding.picking import GreedyPicker, Picker, SamplingPicker
+from blockplan.model.masks import block_causal_mask
+from blockplan.schema.layout import Scaffold, Section
+
+ROLLOUT_SECTION = "trajectory"
+
+
+def rollout_section(scaffold: Scaffold) -> Section:
+    """Where rollouts fork: the trajectory, or the last section of another answer (a robot's
+    action chunk)."""
+    names = [s.name for s in scaffold.sections]
+    return scaffold.section(ROLLOUT_SECTION if ROLLOUT_SECTION in names else names[-1])
+
+
+def prefill(ctx: DecodeContext, embeds: torch.Tensor, mask: torch.Tensor) -> AnswerState:
+    """Run the prompt (1, P, W) through the model into the cache; the answer starts."""
+    P = embeds.shape[1]
+    positions = torch.arange(P) if ctx.positions is None else ctx.positions.for_prompt()
+    logits = ctx.model(
+        inputs_embeds=embeds, positions=positions, mask=mask, cache=ctx.cache, num_logits=1
+    )  # (1, 1, V)
+    logits = ctx.restrict(logits)
+    ctx.stats.num_forwards += 1
+    ctx.cache.commit(P)
+    return AnswerState.start(ctx.scaffold, logits[:, -1])
+
+
+# ---- where a window ends ---------------------------------------------------------------------
+
+
+def token_window(state: AnswerState, w: int, stop: int) -> int:
+    """AR: the known run [w, n) up to the next unknown slot n, fed in one forward."""
+    unknown = (~state.is_known[:, w + 1 : stop]).any(dim=0).nonzero()
+    return w + 1 + int(unknown[0]) if len(unknown) else stop
+
+
+def block_window(ctx: DecodeContext) -> WindowEnd:
+    """Spec and section diffusion: the rest of the scaffold block holding w."""
+
+    def window(state: AnswerState, w: int, stop: int) -> int:
+        return min(block_end_at(ctx.scaffold, w), stop)
+
+    return window
+
+
+# ---- what fills the unknown slots ----------------------------------------------------------
+
+
+def no_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> torch.Tensor:
+    return state.tokens[:, w:e]  # (B, W)
+
+
+def draft_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> torch.Tensor:
+    """One forward with the window bidirectional; argmax of the token-shifted logits (within
+    each slot's static allowed set)."""
+    window = state.tokens[:, w:e]  # (B, W), mask_id at unknown slots
+    unknown = ~state.is_known[:, w:e]
+    if not unknown.any():
+        return window
+    logits = ctx.forward(window, w, is_draft=True)[:, :-1]  # (B, W-1, V) predict w+1..e-1
+    ctx.stats.num_spec_steps += 1
+    if ctx.constraints is not None:
+        allowed = ctx.constraints.static_on(logits.device)[w + 1 : e]  # (W-1, V)
+        logits = logits.masked_fill(~allowed, float("-inf"))
+    drafted = logits.argmax(dim=-1).to(window.device)  # (B, W-1): the answer lives on the CPU
+    shifted = torch.cat([window[:, :1], drafted], dim=1)  # (B, W)
+    return torch.where(unknown, shifted, window)
+
+
+def denoise_proposal(threshold: float) -> Propose:
+    """Repeat bidirectional forwards over the window, committing every slot whose confidence
+    exceeds `threshold` (at least the most confident one per row), until none is unknown."""
+
+    def propose(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> torch.Tensor:
+        while (~state.is_known[:, w:e]).any():
+            logits = ctx.forward(state.tokens[:, w:e], w, is_draft=True)  # (B, W, V)
+            commit_confident(ctx, state, w + 1, logits[:, :-1], threshold)
+        return state.tokens[:, w:e]
+
+    return propose
+
+
+def commit_confident(
+    ctx: DecodeContext,
+    state: AnswerState,
+    start: int,
+    logits: torch.Tensor,
+    threshold: float,
+    minimum: int = 1,
+) -> None:
+    """Commit the argmax at every unknown position of [start, start + n) whose confidence
+    (max probability) exceeds `threshold`, and at least the `minimum` most confident ones per
+    row (the pipelined strategy's semi-activated blocks: 0).
+
+    logits (B, n, V) predict positions start.. directly (already token-shifted). Only
+    positions the constraints make eligible compete, under their allowed sets.
+    """
+    B, n, _ = logits.shape
+    unknown = ~state.is_known[:, start : start + n]  # (B, n)
+    eligible = unknown.clone()
+    logits = logits.cpu().double()  # beside the answer state (CPU), in float64 like the pickers
+    if ctx.constraints is not None:
+        logits = logits.clone()
+        for b, i in unknown.nonzero().tolist():
+            p = start + i
+            if not ctx.constraints.is_eligible(p, state.is_known[b].numpy()):
+                eligible[b, i] = False
+                continue
+            allowed = torch.from_numpy(ctx.constraints.allowed(p, state.tokens[b].numpy()))
+            logits[b, i] = logits[b, i].masked_fill(~allowed, float("-inf"))
+    conf, best = torch.softmax(logits, dim=-1).max(dim=-1)  # (B, n)
+    conf = torch.where(eligible, conf, torch.full_like(conf, -1.0))
+    chosen = conf > threshold
+    rows = eligible.any(dim=-1).nonzero().flatten()
+    if minimum == 1:
+        chosen[rows, conf[rows].argmax(dim=-1)] = True
+    elif minimum > 1:
+        for b in rows.tolist():
+            k = min(minimum, int(eligible[b].sum()))
+            chosen[b, conf[b].topk(k).indices] = True
+    chosen &= eligible
+    window = state.tokens[:, start : start + n]
+    window.copy_(torch.where(chosen, best, window))
+    state.is_known[:, start : start + n] |= chosen
+
+
+# ---- the strategies --------------------------------------------------------------------------
+
+
+def decode_ar(ctx: DecodeContext, state: AnswerState, picker: Picker | None = None) -> None:
+    decode_span(ctx, state, len(ctx.scaffold), token_window, no_proposal, picker or GreedyPicker())
+
+
+def decode_scaffold_spec(
+    ctx: DecodeContext, state: AnswerState, picker: Picker | None = None, stop: int | None = None
+) -> None:
+    stop = len(ctx.scaffold) if stop is None else stop
+    decode_span(ctx, state, stop, block_window(ctx), draft_proposal, picker or GreedyPicker())
+
+
+def decode_section_diffusion(ctx: DecodeContext, state: AnswerState, threshold: float) -> None:
+    propose = denoise_proposal(threshold)
+    close = draft_close if ctx.cache_attention == "block" else causal_close
+    A = len(ctx.scaffold)
+    decode_span(ctx, state, A, block_window(ctx), propose, GreedyPicker(), close)
+
+
+def decode_rollouts(
+    ctx: DecodeContext, state: AnswerState, picker: SamplingPicker, num_rollouts: int
+) -> None:
+    """Greedy scaffold spec up to the trajectory, then fork the cache into N rows and decode
+    the trajectory of all N in one batch, sampling in the verify step only. (The rollouts
+    fork at the answer's last section: the trajectory; a robot's chunk, its only section.)"""
+    fork_at = rollout_section(ctx.scaffold).start
+    decode_scaffold_spec(ctx, state, GreedyPicker(), stop=fork_at)
+    ctx.cache.fork(num_rollouts)
+    state.fork(num_rollouts)
+    decode_scaffold_spec(ctx, state, picker)
+
+
+def decode_full_diffusion(
+    ctx: DecodeContext,
+    embeds: torch.Tensor,  # (1, P, W) the prompt
+    prompt_mask: torch.Tensor,  # (P, P)
+    threshold: float,
+    max_steps: int,
+) -> AnswerState:
+    """dVLM-AD style: no KV cache; each step recomputes prompt + answer with the answer fully
+    bidirectional and commits every editable slot above `threshold` (at least one); the last
+    allowed step commits all remaining slots."""
+    scaffold = ctx.scaffold
+    P, A = embeds.shape[1], len(scaffold)
+    mask = block_causal_mask(prompt_mask, [(0, A)])  # (P + A, P + A)
+    positions = torch.arange(P + A) if ctx.positions is None else ctx.positions.with_answer(A)
+    state = AnswerState.start(scaffold, embeds.new_zeros(1, 1))
+    for step in range(max_steps):
+        if state.is_known.all():
+            break
+        answer = ctx.model.embed(state.tokens)  # (1, A, W)
+        inputs = torch.cat([embeds, answer], dim=1)  # (1, P + A, W)
+        logits = ctx.model(inputs_embeds=inputs, positions=positions, mask=mask, num_logits=A + 1)
+        logits = ctx.restrict(logits)[:, :A]  # (1, A, V): slot a is predicted at P - 1 + a
+        ctx.stats.num_forwards += 1
+        commit_confident(ctx, state, 0, logits, threshold)
+        if step == max_steps - 1:  # out of steps: commit the rest from these logits
+            while not state.is_known.all():
+                commit_confident(ctx, state, 0, logits, -1.0)
+    state.base = A
+    return state
+
+
+# ---- the text sections before a flow trajectory head (docs/ALGORITHMS.md §7.1) -------------
+
+FLOW_STRATEGIES = ("ar", "scaffold_spec", "section_diffusion", "rollouts")
+
+
+def decode_text_sections(
+    ctx: DecodeContext, state: AnswerState, strategy: str, threshold: float
+) -> None:
+    """Decode the answer up to the trajectory with `strategy` (rollouts: greedy scaffold
+    spec, the fork comes after), leaving the cache holding the prompt and the reasoning
+    sections — the prefix the flow head reads."""
+    stop = rollout_section(ctx.scaffold).start
+    if strategy == "ar":
+        decode_span(ctx, state, stop, token_window, no_proposal, GreedyPicker())
+    elif strategy in ("scaffold_spec", "rollouts"):
+        decode_scaffold_spec(ctx, state, GreedyPicker(), stop=stop)
+    elif strategy == "section_diffusion":
+        close = draft_close if ctx.cache_attention == "block" else causal_close
+        propose = denoise_proposal(threshold)
+        decode_span(ctx, state, stop, block_window(ctx), propose, GreedyPicker(), close)
+    else:
+        raise ValueError(
+            f"decoding.strategy={strategy!r}: a flow trajectory head decodes its text with one "
+            f"of {list(FLOW_STRATEGIES)}"
+        )
