@@ -2,7 +2,8 @@
 the bench — a folder added to models/ is covered without touching this file.
 
 Default suite, per folder: `blockplan export --model` (two decoder windows), onnxruntime plans
-identical to torch, streaming equal to a full prefill where the layout streams exactly (and
+identical to torch on the export's dynamic-shape step (scaffold spec and rollouts, logits
+within 1e-3), streaming equal to a full prefill where the layout streams exactly (and
 off under `auto` where it does not), `blockplan bench --model`. Slow, per folder: every
 decoding strategy on onnxruntime identical to torch and the logits within 1e-3.
 """
@@ -23,7 +24,12 @@ from blockplan.config import STRATEGIES, PlannerConfig, default_params_path, loa
 from blockplan.model.weights import read_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-MODELS = sorted(p for p in (REPO_ROOT / "models").glob("*") if (p / "config.json").is_file())
+# Vehicle folders; the robot ones (`embodiment: robot`) are tests/test_shipped_robot_models.py's.
+MODELS = sorted(
+    p
+    for p in (REPO_ROOT / "models").glob("*")
+    if (p / "config.json").is_file() and read_config(p).get("embodiment", "vehicle") != "robot"
+)
 OURS = "blockplan_planner"  # the model_type `blockplan export` and onnxruntime handle
 
 pytestmark = pytest.mark.skipif(not MODELS, reason="no model folder in models/")
@@ -74,15 +80,24 @@ def test_export_and_onnxruntime_plans_equal_torch(folder, tmp_path, capsys):
     copy = exported_copy(folder, tmp_path, "8,256")
     summary = json.loads(capsys.readouterr().out)
     assert summary["out"] == str(copy / "onnx")
+    from tests.backends.test_ort_dynamic import recorded_steps
+    from tests.backends.test_ort_parity import max_logit_gap
+
     reference = Planner.from_folder(folder, shipped_config("torch"))
     ort = Planner.from_folder(copy, shipped_config("onnxruntime"))
     assert ort.runner.name == "onnxruntime"
-    for seed in (0, 1):
+    # the folder's own export, its dynamic-shape step (the static windows are TensorRT's)
+    executor = ort.runner.executor
+    assert executor.dynamic and executor.step_sessions == {}
+    assert max_logit_gap(reference, ort, seed=0) <= 1e-3
+    for seed, strategy in ((0, "scaffold_spec"), (1, "scaffold_spec"), (1, "rollouts")):
         obs = synthetic_observation(reference.config, seed)
-        want = reference.decode(obs, "scaffold_spec")
-        got = ort.decode(obs, "scaffold_spec")
+        want = reference.decode(obs, strategy)
+        with recorded_steps(executor) as calls:
+            got = ort.decode(obs, strategy)
         np.testing.assert_array_equal(got.result.tokens, want.result.tokens)
         np.testing.assert_allclose(got.plan.rollouts, want.plan.rollouts)
+        assert len(calls) == got.result.num_forwards  # one exact-shape call per forward
 
 
 @every_folder

@@ -104,6 +104,9 @@ class ModelConfig:
     # What the model drives: `vehicle` (the driving schema) or `robot` (action chunks); it
     # must match the model folder's `embodiment` (docs/DESIGN.md §1).
     embodiment: str = choice("vehicle", EMBODIMENTS)
+    # Torch backend on a CUDA device: decode forwards in static (batch, window) buckets
+    # replayed as CUDA graphs, eager outside them (backends/graphs.py, docs/DECODING.md).
+    cuda_graphs: bool = False
 
     def __post_init__(self) -> None:
         _check(bool(self.dir), "model.dir", self.dir, "must not be empty")
@@ -120,6 +123,13 @@ class ModelConfig:
             "model.device",
             self.device,
             f"applies to the torch backend only ({self.backend} places itself)",
+        )
+        _check(
+            not self.cuda_graphs or (self.backend == "torch" and self.device != "cpu"),
+            "model.cuda_graphs",
+            self.cuda_graphs,
+            "needs model.backend=torch and model.device=cuda or cuda:N (CUDA graphs record "
+            f"GPU kernels; backend={self.backend}, device={self.device}: set it false)",
         )
 
 

@@ -33,14 +33,56 @@ def planners():
     return reference, graph
 
 
+@pytest.fixture(scope="module")
+def dynamic_planner(planners):
+    """The same model through StepBackend's dynamic path (one exact-shape call per forward,
+    what ONNX Runtime runs with `decoder_dynamic.onnx`)."""
+    reference, _ = planners
+    executor = TorchGraphExecutor(reference.model, (), reference.cache.max_len, dynamic=True)
+    backend = StepBackend("torch-graph-dynamic", reference.model, executor)
+    return Planner(
+        reference.model, reference.tokenizer, reference.config, reference.schema, backend=backend
+    )
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_every_strategy_decodes_the_same_tokens(planners, strategy):
+def test_every_strategy_decodes_the_same_tokens(planners, dynamic_planner, strategy):
     reference, graph = planners
     obs = synthetic_observation(reference.config, 5)
     want = reference.decode(obs, strategy).result
-    got = graph.decode(obs, strategy).result
-    np.testing.assert_array_equal(got.tokens, want.tokens)
-    assert got.num_forwards == want.num_forwards
+    for runner in (graph, dynamic_planner):
+        got = runner.decode(obs, strategy).result
+        np.testing.assert_array_equal(got.tokens, want.tokens)
+        assert got.num_forwards == want.num_forwards
+
+
+def test_a_dynamic_forward_is_one_call_and_writes_the_same_pending_cache(planners, dynamic_planner):
+    reference, _ = planners
+    c = reference.model.config.decoder
+    torch.manual_seed(1)
+    executor = dynamic_planner.runner.executor
+    calls = []
+    step = executor.step
+    executor.step = lambda *args: calls.append(args[0].shape) or step(*args)
+    prompt = torch.randn(1, 300, c.hidden_size)
+    window, rows = torch.randint(0, c.vocab_size, (1, 7)), torch.tensor([0, 3, 6])
+    try:
+        caches, logits = [], []
+        for runner in (reference.runner, dynamic_planner.runner):
+            cache = KVCache.for_model(c, reference.cache.max_len)
+            out = [runner(inputs_embeds=prompt, cache=cache)]
+            cache.commit(300)
+            out.append(runner(window, mask=draft_mask(7, 300), cache=cache, logit_rows=rows))
+            logits.append(out)
+            caches.append(cache)
+    finally:
+        executor.step = step
+    assert calls == [(1, 300, c.hidden_size), (1, 7, c.hidden_size)]  # no chunks, no padding
+    for got, want in zip(logits[1], logits[0], strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert logits[1][1].shape[1] == 3
+    torch.testing.assert_close(caches[1].kv[..., :307, :], caches[0].kv[..., :307, :])
+    torch.testing.assert_close(caches[1].raw_keys[..., :307, :], caches[0].raw_keys[..., :307, :])
 
 
 def test_chunked_forward_writes_the_same_pending_cache(planners):

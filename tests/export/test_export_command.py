@@ -20,7 +20,9 @@ def test_export_command_writes_the_folder_and_prints_a_summary(tmp_path, capsys)
     sidecar = json.loads((out / "export.json").read_text())
     assert summary["model_sha256"] == sidecar["model_sha256"]
     assert summary["windows"] == [8, 256]
+    assert summary["dynamic"] == {"decoder": "decoder_dynamic.onnx"}
     assert sorted(p.name for p in out.iterdir()) == [
+        "decoder_dynamic.onnx",
         "decoder_w256.onnx",
         "decoder_w8.onnx",
         "export.json",

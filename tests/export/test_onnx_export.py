@@ -11,6 +11,7 @@ import torch
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.export.graphs import DecoderStep, VisionFrame, adaptive_pool_matrix
 from blockplan.export.onnx_export import (
+    DYNAMIC_FILE,
     ExportError,
     export_onnx,
     model_sha256,
@@ -122,6 +123,42 @@ def test_onnx_step_matches_torch_step_at_batch_one_and_three(exported):
             want = step(*args)
         for g, w in zip(got, want, strict=True):
             torch.testing.assert_close(torch.from_numpy(g), w, atol=1e-4, rtol=1e-4)
+
+
+def test_the_dynamic_step_graph_runs_any_window_past_and_batch(exported):
+    """`decoder_dynamic.onnx`: symbolic window and past; the torch step's numbers at each."""
+    model, folder, sidecar = exported
+    entry = sidecar["dynamic"]["decoder"]
+    assert entry["file"] == DYNAMIC_FILE
+    assert entry["inputs"]["past_kv"]["shape"] == [2, 2, "batch", 2, "past", 8]
+    assert entry["inputs"]["attention_mask"]["shape"] == ["batch", "window", "keys"]
+    session = ort.InferenceSession(str(folder / DYNAMIC_FILE))
+    step = DecoderStep(model.decoder)
+    c = model.config.decoder
+    names = ("inputs_embeds", "positions", "attention_mask", "past_kv")
+    for batch, window, past in ((1, 1, 0), (1, 5, 9), (3, 11, 13), (2, 24, 0)):
+        mask = torch.ones(batch, window, past + window, dtype=torch.bool)
+        mask[:, :, past:] = causal_mask(window)
+        args = (
+            torch.randn(batch, window, c.hidden_size),
+            torch.arange(past, past + window).expand(batch, window).contiguous(),
+            mask,
+            torch.randn(c.num_hidden_layers, 2, batch, c.num_key_value_heads, past, c.dim_per_head),
+        )
+        got = session.run(None, {n: a.numpy() for n, a in zip(names, args, strict=True)})
+        with torch.no_grad():
+            want = step(*args)
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(torch.from_numpy(g), w, atol=1e-4, rtol=1e-4)
+
+
+def test_an_export_for_onnx_runtime_only_needs_no_static_window(tmp_path):
+    model = small_model()
+    sidecar = export_onnx(model, tmp_path, max_len=24, max_batch=2, windows=())
+    assert sidecar["windows"] == [] and set(sidecar["graphs"]) == {"vision"}
+    assert read_sidecar(tmp_path)["dynamic"]["decoder"]["file"] == DYNAMIC_FILE
+    with pytest.raises(ExportError, match="windows"):
+        export_onnx(model, tmp_path / "none", max_len=24, max_batch=2, windows=(), dynamic=False)
 
 
 def test_read_sidecar_refuses_other_weights_and_changed_graphs(exported, tmp_path):

@@ -31,9 +31,11 @@ class Backend(Protocol):
         mask: torch.Tensor | None = None,  # (S, L) or (B, S, L) bool
         cache: KVCache | None = None,
         num_logits: int | None = None,
+        logit_rows: torch.Tensor | None = None,  # (R,) ascending indices into the S
     ) -> torch.Tensor:
-        """Logits (B, S', V) of the last S' = num_logits new tokens (all by default); the new
-        tokens' K/V are written, pending, after the cache's committed slots."""
+        """Logits (B, S', V) of the last S' = num_logits new tokens (all by default), or of
+        the R new tokens `logit_rows`; the new tokens' K/V are written, pending, after the
+        cache's committed slots."""
         ...
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -60,6 +62,8 @@ class TorchBackend:
         self.device = next(model.parameters()).device
 
     def __call__(self, input_ids: torch.Tensor | None = None, **kwargs) -> torch.Tensor:
+        if self.device.type == "cpu":  # where the engine's tensors are: nothing to move
+            return self.model(input_ids, **kwargs)
         if input_ids is not None:
             input_ids = input_ids.to(self.device)
         moved = {

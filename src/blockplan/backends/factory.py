@@ -2,7 +2,8 @@
 
 Where the graphs come from: `onnxruntime` uses `<model folder>/onnx/` when it holds an
 export of these exact weights (`export.json`'s `model_sha256`), and otherwise exports the
-model in-process into a temporary folder (a few seconds for the tiny model). `tensorrt`
+model's dynamic-shape graphs in-process into a temporary folder (a second or two for the
+tiny model). `tensorrt`
 loads (or builds, then caches) engines keyed by GPU, TensorRT version and weights
 (`backends/tensorrt.py`).
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 from blockplan.backends.base import Backend, TorchBackend
 from blockplan.backends.step import StepBackend
 from blockplan.errors import UserError
-from blockplan.export.onnx_export import DEFAULT_WINDOWS, SIDECAR, export_onnx, model_sha256
+from blockplan.export.onnx_export import SIDECAR, export_onnx, model_sha256
 from blockplan.model.planner_model import PlannerModel
 
 ONNX_SUBDIR = "onnx"
@@ -35,9 +36,19 @@ def create_backend(
     folder: Path | None = None,
     engine_dir: Path | None = None,
     precision: str = "fp16",
+    cuda_graphs: bool = False,
 ) -> Backend:
     """The `name` backend for `model`, with KV caches of `max_len` slots and up to
-    `max_batch` rows (`folder`: the model folder, searched for a matching export)."""
+    `max_batch` rows (`folder`: the model folder, searched for a matching export).
+    `cuda_graphs`: the torch backend's bucketed forwards replayed as CUDA graphs
+    (`backends/graphs.py`; the model must be on a CUDA device)."""
+    if name == "torch" and cuda_graphs:
+        from blockplan.backends.graphs import CudaGraphRunner, GraphBackend
+
+        device = next(model.parameters()).device
+        if device.type != "cuda":
+            raise BackendSetupError(f"model.cuda_graphs=true: the model is on {device}, not CUDA")
+        return GraphBackend(model, CudaGraphRunner(device))
     if name == "torch":
         return TorchBackend(model)
     sha = model_sha256(model)
@@ -49,7 +60,8 @@ def create_backend(
         if onnx_dir is not None:
             return StepBackend(name, model, OrtExecutor(onnx_dir, sha, num_threads))
         with tempfile.TemporaryDirectory(prefix="blockplan-onnx-") as tmp:
-            export_onnx(model, tmp, max_len, max_batch, DEFAULT_WINDOWS, source="in-process")
+            # the dynamic-shape step only: all ONNX Runtime runs (no static windows to build)
+            export_onnx(model, tmp, max_len, max_batch, (), source="in-process")
             return StepBackend(name, model, OrtExecutor(tmp, sha, num_threads))
     if name == "tensorrt":
         from blockplan.backends.tensorrt import tensorrt_backend

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from blockplan.export.onnx_export import read_sidecar
+from blockplan.export.onnx_export import DYNAMIC_FILE, SIDECAR, ExportError, read_sidecar
 
 
 class OrtExecutor:
@@ -37,7 +37,18 @@ class OrtExecutor:
 
         graphs = self.sidecar["graphs"]
         self.vision_session = session(graphs["vision"]["file"])
-        self.step_sessions = {w: session(graphs[f"decoder_w{w}"]["file"]) for w in self.windows}
+        dynamic = self.sidecar.get("dynamic", {}).get("decoder")
+        # With the dynamic graph every forward is one call at its exact shape (StepBackend);
+        # folders exported before it run the static windows, padded.
+        self.dynamic = dynamic is not None
+        if not self.dynamic and not self.windows:
+            raise ExportError(
+                f"{folder / SIDECAR}: no decoder graph (neither {DYNAMIC_FILE} nor a static "
+                "window); re-export with `blockplan export`"
+            )
+        self.dynamic_session = session(dynamic["file"]) if dynamic else None
+        windows = () if self.dynamic else self.windows
+        self.step_sessions = {w: session(graphs[f"decoder_w{w}"]["file"]) for w in windows}
         flow = self.sidecar.get("flow_head") or {}
         self.flow_sessions = {
             b: session(graphs[f"flow_b{b}"]["file"]) for b in flow.get("batches", ())
@@ -62,13 +73,14 @@ class OrtExecutor:
 
     def step(self, inputs_embeds, positions, attention_mask, past_kv):
         W = inputs_embeds.shape[1]
+        run = self.dynamic_session.run if self.dynamic else self.step_sessions[W].run
         feeds = {
             "inputs_embeds": _numpy(inputs_embeds),
             "positions": _numpy(positions),
             "attention_mask": _numpy(attention_mask),
             "past_kv": _numpy(past_kv),
         }
-        logits, new_kv, new_raw = self.step_sessions[W].run(None, feeds)
+        logits, new_kv, new_raw = run(None, feeds)
         return torch.from_numpy(logits), torch.from_numpy(new_kv), torch.from_numpy(new_raw)
 
     def vision(self, image, camera_index, frame_index):

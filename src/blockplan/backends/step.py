@@ -1,7 +1,9 @@
-"""StepBackend: the engine's forward on top of static-shape step graphs (ORT, TensorRT).
+"""StepBackend: the engine's forward on top of exported step graphs (ORT, TensorRT).
 
-Bookkeeping only — the executor runs the graphs. A forward of S new tokens against a
-`KVCache` holding `past` committed slots becomes one or more graph calls:
+Bookkeeping only — the executor runs the graphs. With the dynamic-shape graph (ONNX Runtime,
+`executor.dynamic`) a forward of S new tokens against a `KVCache` holding `past` committed
+slots is one call at exactly those shapes. With static-shape graphs (TensorRT, and exports
+that predate the dynamic graph) it becomes one or more graph calls:
 
 * chunks: the S tokens are cut into chunks of at most max(W) tokens, each ending where no
   row of the chunk attends to a later token (so the prompt's frames, which see their whole
@@ -36,6 +38,7 @@ class StepExecutor(Protocol):
 
     windows: tuple[int, ...]  # exported W, ascending
     max_len: int  # L
+    dynamic: bool  # `step` takes any W and past L (one call per forward, no padding)
 
     def step(
         self,
@@ -58,8 +61,10 @@ class TorchGraphExecutor:
     """The export graphs' own forwards in eager torch: tests the bookkeeping without ONNX,
     and is the reference the ONNX graphs are compared with."""
 
-    def __init__(self, model: PlannerModel, windows: tuple[int, ...], max_len: int) -> None:
-        self.windows, self.max_len = tuple(sorted(windows)), max_len
+    def __init__(
+        self, model: PlannerModel, windows: tuple[int, ...], max_len: int, dynamic: bool = False
+    ) -> None:
+        self.windows, self.max_len, self.dynamic = tuple(sorted(windows)), max_len, dynamic
         self.decoder_step = DecoderStep(model.decoder).eval()
         self.vision_frame = VisionFrame(model.visual).eval()
 
@@ -131,6 +136,7 @@ class StepBackend:
         mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
         num_logits: int | None = None,
+        logit_rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError(f"{self.name}: pass exactly one of input_ids, inputs_embeds")
@@ -152,12 +158,17 @@ class StepBackend:
             mask = causal_mask(S, past)
         mask = mask.expand(B, S, past + S)  # (B, S, past + S)
         cache.write_positions(positions)
-        logits = []
-        c0 = 0
-        for c1 in self.chunk_ends(mask, past):
-            logits.append(self.run_chunk(x, positions, mask, cache, past, c0, c1))
-            c0 = c1
-        out = torch.cat(logits, dim=1).to(self.dtype)  # (B, S, V)
+        if self.executor.dynamic:
+            out = self.run_whole(x, positions, mask, cache, past).to(self.dtype)  # (B, S, V)
+        else:
+            logits = []
+            c0 = 0
+            for c1 in self.chunk_ends(mask, past):
+                logits.append(self.run_chunk(x, positions, mask, cache, past, c0, c1))
+                c0 = c1
+            out = torch.cat(logits, dim=1).to(self.dtype)  # (B, S, V)
+        if logit_rows is not None:  # the graphs compute every row's logits
+            return out[:, logit_rows]
         return out if num_logits is None else out[:, S - num_logits :]
 
     def chunk_ends(self, mask: torch.Tensor, past: int) -> list[int]:
@@ -179,6 +190,16 @@ class StepBackend:
             ends.append(c1)
             c0 = c1
         return ends
+
+    def run_whole(self, x, positions, mask, cache: KVCache, past: int):
+        """One call of the dynamic graph for all S new tokens against the `past` cached
+        slots; returns their logits (B, S, V)."""
+        B, S = x.shape[0], x.shape[1]
+        past_kv = cache.kv[:, :, :B, :, :past]  # (N, 2, B, Hkv, past, D)
+        logits, new_kv, new_raw = self.executor.step(x.float(), positions, mask, past_kv.float())
+        cache.kv[:, :, :B, :, past : past + S] = new_kv
+        cache.raw_keys[:, :B, :, past : past + S] = new_raw
+        return logits
 
     def run_chunk(self, x, positions, mask, cache: KVCache, past: int, c0: int, c1: int):
         """One graph call for new tokens [c0, c1); returns their logits (B, n, V)."""

@@ -24,7 +24,12 @@ from blockplan.backends.trt_build import (
     current_key,
     default_engine_root,
 )
-from blockplan.export.onnx_export import STEP_INPUTS, STEP_OUTPUTS, temporary_export
+from blockplan.export.onnx_export import (
+    STEP_INPUTS,
+    STEP_OUTPUTS,
+    read_sidecar,
+    temporary_export,
+)
 from blockplan.model.planner_model import PlannerModel
 
 log = logging.getLogger("blockplan.tensorrt")
@@ -91,6 +96,7 @@ class TrtExecutor:
         if record["model_sha256"] != expected_sha256:
             raise ValueError(f"{folder}: engines of other weights ({record['model_sha256']})")
         self.windows = tuple(record["windows"])
+        self.dynamic = False  # static engines, padded windows (StepBackend)
         self.max_len = int(record["max_len"])
         self.max_batch = int(record["max_batch"])
         self.runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
@@ -151,7 +157,8 @@ def tensorrt_backend(
     cached = root / current_key(sha, precision)
     if not (cached / ENGINE_SIDECAR).is_file():
         onnx_dir = _matching_export(folder, sha, max_len)
-        if onnx_dir is not None:
+        # an ONNX-Runtime-only export (the dynamic step, no static window) cannot build
+        if onnx_dir is not None and read_sidecar(onnx_dir).get("windows"):
             build_engines(onnx_dir, root, precision)
         else:
             tmp, _ = temporary_export(model, max_len, max_batch)

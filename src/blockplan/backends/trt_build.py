@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from blockplan.errors import UserError
-from blockplan.export.onnx_export import read_sidecar
+from blockplan.export.onnx_export import ExportError, read_sidecar
 
 PRECISIONS = ("fp16", "fp8", "int8")
 ENGINE_SIDECAR = "engines.json"
@@ -133,6 +133,18 @@ def _profile(inputs: dict[str, Any], max_batch: int) -> dict[str, tuple]:
     return out
 
 
+def engine_graphs(sidecar: dict) -> dict:
+    """The graphs of an export that TensorRT builds engines of: the vision graph and the
+    static decoder windows (`graphs`); the dynamic-shape step (`dynamic`) is ONNX Runtime's.
+    An export without a static window cannot run on TensorRT: an `ExportError` says so."""
+    if not sidecar.get("windows"):
+        raise ExportError(
+            "the export has no static decoder window (an ONNX-Runtime-only export); TensorRT "
+            "needs `blockplan export --windows ...`"
+        )
+    return dict(sidecar["graphs"])
+
+
 def build_engines(
     onnx_dir: str | Path,
     out_root: str | Path,
@@ -153,7 +165,7 @@ def build_engines(
     folder.mkdir(parents=True, exist_ok=True)
     max_batch = int(sidecar["max_batch"])
     engines = {}
-    for name, graph in sidecar["graphs"].items():
+    for name, graph in engine_graphs(sidecar).items():
         window = graph.get("window")
         batches = (calibration or {}).get(window, ()) if window else ()
         plan = build_engine(

@@ -105,7 +105,7 @@ class BlindPolicy:
             loss.backward()
             opt.step()
         policy.net.eval()
-        policy.train_loss = float(loss)
+        policy.train_loss = float(loss.detach())
         return policy
 
     @torch.no_grad()
@@ -247,7 +247,9 @@ def evaluate_robot(
                     clock = VirtualClock(START_NS)
                     runtime = RobotRuntime(config, planner, clock, timing="ideal")
                     act = model_actor(runtime, clock, env.instruction, record)
-                result = run_episode(env, policy, seed, act, max_steps, render_every)
+                # Only the model looks at the cameras: the others run without rendering.
+                every = render_every if policy == "model" else max_steps + 1
+                result = run_episode(env, policy, seed, act, max_steps, every)
                 if policy == "model":
                     result.extra = runtime.metrics()
                     runtime.close()

@@ -74,6 +74,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip the compute floor (a GEMM micro-benchmark and one FLOP-counted plan per "
         "strategy; torch backend on a CPU only)",
     )
+    parser.add_argument(
+        "--compare-graphs",
+        action="store_true",
+        help="eager against the static-shape decode of model.cuda_graphs in one interleaved "
+        "run (replayed CUDA graphs on a GPU; on a CPU the same path without capture), with "
+        "ms per forward by window width (bench/graphs.py)",
+    )
+    parser.add_argument(
+        "--forward-reps", type=int, default=10, help="--compare-graphs: timed calls per width"
+    )
+    parser.add_argument(
+        "--bandwidth-gbs",
+        type=float,
+        help="--compare-graphs: the device's memory bandwidth in GB/s (e.g. 4800 for an H200), "
+        "for each forward's ratio to the bandwidth floor",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the report to this file")
     from blockplan.commands.bench_streaming import add_streaming_arguments
 
@@ -144,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         strategies = list(_default_strategies(planner))
     if len(backends) > 1:
         return _compare_backends(planner, backends, strategies, args, source)
+    if args.compare_graphs:
+        return _compare_graphs(planner, strategies, args, source)
     with_hf = not args.no_hf and importlib.util.find_spec("transformers") is not None
     report = run_bench(
         planner,
@@ -157,6 +175,9 @@ def run(args: argparse.Namespace) -> int:
         with_floor=not args.no_compute_floor,
     )
     report["model"] = {"source": source, "backend": planner.runner.name, **report["model"]}
+    report["model"]["cuda_graphs"] = planner.config.model.cuda_graphs
+    if hasattr(planner.runner, "report"):  # model.cuda_graphs: what ran in the buckets
+        report["graphs"] = planner.runner.report()
     if args.model:  # what the loader found: sha256-verified, or unverified (no manifest)
         report["model"]["weights"] = planner.weights
     text = json.dumps(report, indent=2)
@@ -181,6 +202,38 @@ def _compare_backends(planner, backends, strategies, args, source: str) -> int:
         )
     report = run_backend_bench(
         planners, strategies, args.iters, args.warmup, args.seed, progress=log.info
+    )
+    report["model"] = {"source": source, **report["model"]}
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 0
+
+
+def _compare_graphs(planner, strategies, args, source: str) -> int:
+    from blockplan.bench.graphs import run_graph_bench
+
+    if planner.runner.name != "torch" or planner.config.model.cuda_graphs:
+        print(
+            "error: --compare-graphs runs the torch backend with model.cuda_graphs=false "
+            "against the graph path itself",
+            file=sys.stderr,
+        )
+        return 2
+    if args.forward_reps < 1:
+        print("error: --forward-reps must be >= 1", file=sys.stderr)
+        return 2
+    report = run_graph_bench(
+        planner,
+        strategies,
+        args.rollouts,
+        args.iters,
+        args.warmup,
+        args.seed,
+        reps=args.forward_reps,
+        bandwidth_gbs=args.bandwidth_gbs,
+        progress=log.info,
     )
     report["model"] = {"source": source, **report["model"]}
     text = json.dumps(report, indent=2)

@@ -1,4 +1,5 @@
-"""`blockplan export`: the planner as ONNX graphs (vision per frame, decoder step per W)."""
+"""`blockplan export`: the planner as ONNX graphs (vision per frame, decoder step per W, and
+the decoder step with dynamic shapes that ONNX Runtime runs)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         "max_batch": sidecar["max_batch"],
         "windows": sidecar["windows"],
         "graphs": {name: g["file"] for name, g in sidecar["graphs"].items()},
+        "dynamic": {name: g["file"] for name, g in sidecar.get("dynamic", {}).items()},
     }
     print(json.dumps(summary, indent=2))
     return 0

@@ -258,7 +258,7 @@ def run_robot(args: argparse.Namespace) -> int:
             recipe, train_set, args.out, config, val_set, device, command=command, data=args.data
         )
         torch.set_num_threads(args.num_threads)
-        final = trainer.fit(resume=args.resume)
+        final = trainer.fit(resume=args.resume, init_from=args.init_from)
     except (RobotDataError, SchemaError, TrainError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -52,6 +52,7 @@ class TokenModel(Protocol):
         mask: torch.Tensor | None = None,  # (S, L) bool
         cache: KVCache | None = None,
         num_logits: int | None = None,
+        logit_rows: torch.Tensor | None = None,  # (R,) ascending: only these rows' logits
     ) -> torch.Tensor: ...
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor: ...
@@ -130,17 +131,23 @@ class DecodeContext:
         return logits
 
     def forward(
-        self, ids: torch.Tensor, start: int, is_draft: bool, num_logits: int | None = None
+        self,
+        ids: torch.Tensor,
+        start: int,
+        is_draft: bool,
+        num_logits: int | None = None,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits (B, W', V) of the last W' = num_logits (default all W) slots of answer
-        window [start, start + W) of ids (B, W)."""
+        window [start, start + W) of ids (B, W), or of its slots `rows` (R,) ascending."""
         W = ids.shape[1]
         positions = torch.arange(self.answer_start + start, self.answer_start + start + W)
         build = draft_mask if is_draft else causal_mask
         mask = build(W, self.cache.length)
         self.stats.num_forwards += 1
+        only = {} if rows is None else {"logit_rows": rows}
         logits = self.model(
-            ids, positions=positions, mask=mask, cache=self.cache, num_logits=num_logits
+            ids, positions=positions, mask=mask, cache=self.cache, num_logits=num_logits, **only
         )
         return self.restrict(logits)
 
@@ -177,17 +184,26 @@ def resolve_first(ctx: DecodeContext, state: AnswerState, picker: Picker) -> Non
         state.is_known[b, w] = True
 
 
+def verify_slots(state: AnswerState, w: int, e: int) -> np.ndarray:
+    """(R,) ascending: the window slots of [w, e) whose verify logits `accept` may read,
+    the slot before each unknown one and the last (the bonus). The LM head runs on these."""
+    before_unknown = ~state.is_known[:, w + 1 : e].numpy().all(axis=0)  # (W-1,): j+1 unknown
+    return np.append(np.flatnonzero(before_unknown), e - w - 1)
+
+
 def accept(
     ctx: DecodeContext,
     state: AnswerState,
     proposal: torch.Tensor,
     logits: torch.Tensor,
     picker: Picker,
+    slots: np.ndarray | None = None,
 ) -> int:
-    """Apply the acceptance rule to window [base, base + W); return how many slots commit."""
+    """Apply the acceptance rule to window [base, base + W); return how many slots commit.
+    logits (B, W, V), or (B, R, V) at window `slots` (R,) (`verify_slots`)."""
     w = state.base
     B, W = proposal.shape
-    picker.prepare(logits)
+    picker.prepare(logits, slots)
     unknown = (~state.is_known[:, w : w + W]).tolist()
     proposed = proposal.tolist()
     num_exact = W
@@ -237,15 +253,21 @@ def decode_span(
                 # Nothing to verify (a known run): the close writes its K/V.
                 logits = close(ctx, state, proposal, w)  # (B, W', V): the last rows of [w, e)
                 n = e - w
+                last = None if logits is None else n - 1 - (e - w - logits.shape[1])
             else:
-                logits = ctx.forward(proposal, w, is_draft=False)  # (B, W, V)
-                n = accept(ctx, state, proposal, logits, picker)
+                slots = verify_slots(state, w, e)  # (R,); all W: the plain forward
+                slots = None if len(slots) == e - w else slots
+                rows = None if slots is None else torch.from_numpy(slots)
+                logits = ctx.forward(proposal, w, is_draft=False, rows=rows)  # (B, R, V)
+                n = accept(ctx, state, proposal, logits, picker, slots)
+                # slot n - 1 (the correction's predictor, or the bonus) is always computed
+                last = n - 1 if slots is None else int(np.searchsorted(slots, n - 1))
             if logits is None:  # the close found that nothing after the window reads it
                 state.base = e
             else:
                 ctx.cache.commit(n)
                 state.base = w + n
-                state.next_logits = logits[:, n - 1 - (e - w - logits.shape[1])]
+                state.next_logits = logits[:, last]
         synchronize(state.next_logits.device)  # a GPU's queued kernels belong to this window
         section = section_of(ctx.scaffold, w)
         ms = (time.perf_counter() - t0) * 1e3

@@ -11,6 +11,10 @@ A forward writes its S new tokens at slots [length, length + S) and sees [0, len
 they stay *pending* until `commit(n)` keeps the first n of them. A later forward overwrites
 whatever was not committed — that is how draft windows and rejected tokens are discarded.
 Nothing is allocated after construction.
+
+`spare_slots` extra slots after `max_len` belong to no token: the static-shape decode of
+`backends/graphs.py` sends its pad rows' K/V there (no forward the engine runs can reach
+them: `max_len` stays the limit).
 """
 
 from __future__ import annotations
@@ -35,19 +39,36 @@ class KVCache:
         max_batch: int = 1,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
+        spare_slots: int = 0,
     ) -> None:
-        shape = (num_layers, 2, max_batch, num_kv_heads, max_len, head_dim)
+        slots = max_len + spare_slots
+        shape = (num_layers, 2, max_batch, num_kv_heads, slots, head_dim)
         self.kv = torch.zeros(shape, dtype=dtype, device=device)
         self.raw_keys = torch.zeros(
-            (num_layers, max_batch, num_kv_heads, max_len, head_dim), dtype=dtype, device=device
+            (num_layers, max_batch, num_kv_heads, slots, head_dim), dtype=dtype, device=device
         )
         self.rope_theta = 10000.0  # set by `for_model`; used by `rebase`
-        self.positions = torch.zeros(max_batch, max_len, dtype=torch.long, device=device)
+        self.positions = torch.zeros(max_batch, slots, dtype=torch.long, device=device)
+        self.spare_slots = spare_slots
         self.max_len = max_len
         self.max_batch = max_batch
         self.length = 0  # committed slots
         self.batch_size = 1  # active rows
         self.num_pending = 0  # slots written by the last forward, not committed
+        self._views: tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...] = ()
+        self._views_batch = 0
+
+    def layer_views(self) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...]:
+        """Per layer (raw keys, keys, values) of the active rows, (B, Hkv, max_len, D) each:
+        made once per batch size, so a write is a narrow and a copy, not an index chain."""
+        if self._views_batch != self.batch_size:
+            B = self.batch_size
+            self._views = tuple(
+                (self.raw_keys[i, :B], self.kv[i, 0, :B], self.kv[i, 1, :B])
+                for i in range(self.kv.shape[0])
+            )
+            self._views_batch = B
+        return self._views
 
     @classmethod
     def for_model(
@@ -57,6 +78,7 @@ class KVCache:
         max_batch: int = 1,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
+        spare_slots: int = 0,
     ) -> KVCache:
         cache = cls(
             config.num_hidden_layers,
@@ -66,6 +88,7 @@ class KVCache:
             max_batch,
             dtype,
             device,
+            spare_slots,
         )
         cache.rope_theta = config.rope_theta
         return cache
@@ -88,12 +111,12 @@ class KVCache:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Store pre-RoPE keys, rotated keys and values (B, Hkv, S, D) at the pending slots;
         return the rotated keys and values of slots [0, length + S), (B, Hkv, L, D) each."""
-        B, _, S, _ = k.shape
-        end = self.length + S
-        self.raw_keys[layer, :B, :, self.length : end] = k_raw
-        self.kv[layer, 0, :B, :, self.length : end] = k
-        self.kv[layer, 1, :B, :, self.length : end] = v
-        return self.kv[layer, 0, :B, :, :end], self.kv[layer, 1, :B, :, :end]
+        S, start = k.shape[2], self.length
+        raw_all, k_all, v_all = self.layer_views()[layer]  # (B, Hkv, max_len, D) each
+        raw_all.narrow(2, start, S).copy_(k_raw)
+        k_all.narrow(2, start, S).copy_(k)
+        v_all.narrow(2, start, S).copy_(v)
+        return k_all.narrow(2, 0, start + S), v_all.narrow(2, 0, start + S)
 
     # ---- verbs -----------------------------------------------------------------------------
 

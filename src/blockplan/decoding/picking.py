@@ -17,13 +17,23 @@ import torch
 
 
 class Picker(Protocol):
-    def prepare(self, logits: torch.Tensor) -> None:
-        """Take the logits (B, W, V) of one forward."""
+    def prepare(self, logits: torch.Tensor, slots: np.ndarray | None = None) -> None:
+        """Take the logits (B, R, V) of one forward: logits row r is window position
+        `slots[r]` (ascending), or position r when `slots` is None (all W positions)."""
         ...
 
     def choose(self, row: int, index: int, allowed: np.ndarray | None = None) -> int:
         """The token for row `row` predicted at window position `index`."""
         ...
+
+
+def slot_index(slots: np.ndarray | None) -> np.ndarray | None:
+    """(max slot + 1,) the logits row of each window position (-1: not computed)."""
+    if slots is None:
+        return None
+    index = np.full(int(slots[-1]) + 1 if len(slots) else 0, -1, dtype=np.int64)
+    index[slots] = np.arange(len(slots))
+    return index
 
 
 class GreedyPicker:
@@ -38,12 +48,14 @@ class GreedyPicker:
 
     def __init__(self) -> None:
         self._logits = torch.zeros(0, 0, 0)
-        self._host: np.ndarray | None = None  # (B, W, V) float64 when the logits are on the CPU
+        self._host: np.ndarray | None = None  # (B, R, V) float64 when the logits are on the CPU
         self._argmax = np.zeros((0, 0), dtype=np.int64)
         self._rows: dict[tuple[int, int], np.ndarray] = {}
+        self._index: np.ndarray | None = None  # window position -> logits row
 
-    def prepare(self, logits: torch.Tensor) -> None:
-        self._logits = logits  # (B, W, V)
+    def prepare(self, logits: torch.Tensor, slots: np.ndarray | None = None) -> None:
+        self._logits = logits  # (B, R, V)
+        self._index = slot_index(slots)
         if logits.device.type == "cpu":
             self._host = logits.double().numpy()
             self._argmax = self._host.argmax(axis=-1)  # (B, W), first maximum
@@ -52,8 +64,18 @@ class GreedyPicker:
             self._argmax = logits.argmax(dim=-1).cpu().numpy()
             self._rows = {}
 
+    def at(self, index: int) -> int:
+        """The logits row of window position `index`."""
+        if self._index is None:
+            return index
+        r = int(self._index[index]) if index < len(self._index) else -1
+        if r < 0:
+            raise IndexError(f"window position {index}: its logits were not computed")
+        return r
+
     def row(self, row: int, index: int) -> np.ndarray:
         """The logits (V,) of one slot as float64 (exact for every model dtype)."""
+        index = self.at(index)
         if self._host is not None:
             return self._host[row, index]
         key = (row, index)
@@ -63,7 +85,7 @@ class GreedyPicker:
 
     def choose(self, row: int, index: int, allowed: np.ndarray | None = None) -> int:
         if allowed is None:
-            return int(self._argmax[row, index])
+            return int(self._argmax[row, self.at(index)])
         return int(np.where(allowed, self.row(row, index), -np.inf).argmax())
 
 
@@ -79,10 +101,10 @@ class SamplingPicker:
         self.streams = streams
         self._greedy = GreedyPicker()
 
-    def prepare(self, logits: torch.Tensor) -> None:
+    def prepare(self, logits: torch.Tensor, slots: np.ndarray | None = None) -> None:
         if logits.shape[0] > len(self.streams):
             raise ValueError(f"SamplingPicker: {logits.shape[0]} rows, {len(self.streams)} streams")
-        self._greedy.prepare(logits)
+        self._greedy.prepare(logits, slots)
 
     def choose(self, row: int, index: int, allowed: np.ndarray | None = None) -> int:
         if self.temperature == 0:

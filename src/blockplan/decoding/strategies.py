@@ -15,6 +15,7 @@ Cached strategies differ only in where a window ends and what fills its unknown 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from blockplan.decoding.block_loop import (
@@ -86,13 +87,21 @@ def draft_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> to
     unknown = ~state.is_known[:, w:e]
     if not unknown.any():
         return window
-    logits = ctx.forward(window, w, is_draft=True)[:, :-1]  # (B, W-1, V) predict w+1..e-1
+    # Slot j predicts j + 1: the LM head runs only before unknown slots (all W-1: a slice).
+    slots = np.flatnonzero(unknown[:, 1:].numpy().any(axis=0))  # (R,)
+    rows = None if len(slots) == e - w - 1 else torch.from_numpy(slots)
+    if rows is None:
+        logits = ctx.forward(window, w, is_draft=True)[:, :-1]  # (B, W-1, V)
+    else:
+        logits = ctx.forward(window, w, is_draft=True, rows=rows)  # (B, R, V)
     ctx.stats.num_spec_steps += 1
     if ctx.constraints is not None:
         allowed = ctx.constraints.static_on(logits.device)[w + 1 : e]  # (W-1, V)
+        allowed = allowed if rows is None else allowed[rows.to(allowed.device)]  # (R, V)
         logits = logits.masked_fill(~allowed, float("-inf"))
-    drafted = logits.argmax(dim=-1).to(window.device)  # (B, W-1): the answer lives on the CPU
-    shifted = torch.cat([window[:, :1], drafted], dim=1)  # (B, W)
+    drafted = logits.argmax(dim=-1).to(window.device)  # (B, R): the answer lives on the CPU
+    shifted = window.clone()  # (B, W)
+    shifted[:, 1:][:, slice(None) if rows is None else rows] = drafted
     return torch.where(unknown, shifted, window)
 
 

@@ -97,18 +97,21 @@ class DecoderStep(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x = inputs_embeds  # (B, W, Hd)
         B, W, _ = x.shape
+        H, Hkv, D = self.num_heads, self.num_kv_heads, self.head_dim
         bias = torch.zeros(attention_mask.shape, dtype=x.dtype)
         bias = bias.masked_fill(~attention_mask, MASK_VALUE)[:, None]  # (B, 1, W, L + W)
-        cos, sin = rope_cos_sin(positions, self.head_dim, self.rope_theta, x.dtype)
+        cos, sin = rope_cos_sin(positions, D, self.rope_theta, x.dtype)  # (B, 1, W, D)
+        cos, sin = cos.transpose(1, 2), sin.transpose(1, 2)  # (B, W, 1, D): q and k heads
         new_k, new_v, new_raw = [], [], []
         for i, layer in enumerate(self.decoder.model.layers):
-            attn = layer.self_attn
+            attn, mlp = layer.self_attn, layer.mlp
             h = layer.input_layernorm(x)
-            q = attn.q_proj(h).view(B, W, self.num_heads, self.head_dim).transpose(1, 2)
-            k_raw = attn.k_proj(h).view(B, W, self.num_kv_heads, self.head_dim).transpose(1, 2)
-            v = attn.v_proj(h).view(B, W, self.num_kv_heads, self.head_dim).transpose(1, 2)
-            q = apply_rope(q, cos, sin)  # (B, H, W, D)
-            k = apply_rope(k_raw, cos, sin)  # (B, Hkv, W, D)
+            # q/k/v and gate/up as one MatMul each (the weights stack into one initializer)
+            heads = _stacked(h, attn.q_proj, attn.k_proj, attn.v_proj).view(B, W, H + 2 * Hkv, D)
+            qk = apply_rope(heads[:, :, : H + Hkv], cos, sin)  # (B, W, H + Hkv, D) in one pass
+            q, k = qk[:, :, :H].transpose(1, 2), qk[:, :, H:].transpose(1, 2)  # (B, h, W, D)
+            k_raw = heads[:, :, H : H + Hkv].transpose(1, 2)
+            v = heads[:, :, H + Hkv :].transpose(1, 2)
             new_k.append(k)
             new_v.append(v)
             new_raw.append(k_raw)
@@ -116,7 +119,10 @@ class DecoderStep(nn.Module):
             values = torch.cat([past_kv[i, 1], v], dim=2)
             out = self.attend(q, keys, values, bias)  # (B, H, W, D)
             x = x + attn.o_proj(out.transpose(1, 2).reshape(B, W, -1))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            gate, up = _stacked(
+                layer.post_attention_layernorm(x), mlp.gate_proj, mlp.up_proj
+            ).chunk(2, dim=-1)
+            x = x + mlp.down_proj(torch.nn.functional.silu(gate) * up)
         logits = self.decoder.lm_head(self.decoder.model.norm(x))  # (B, W, V)
         new_kv = torch.stack([torch.stack(new_k), torch.stack(new_v)], dim=1)
         return logits, new_kv, torch.stack(new_raw)
@@ -134,3 +140,10 @@ class DecoderStep(nn.Module):
         scores = scores.view(B, kv_heads, groups, W, -1) + bias[:, :, None]
         probs = torch.softmax(scores, dim=-1).view(B, kv_heads, groups * W, -1)
         return (probs @ v).view(B, H, W, D)  # (B, H, W, D)
+
+
+def _stacked(x: torch.Tensor, *linears: nn.Linear) -> torch.Tensor:
+    """The linears' outputs side by side, as one linear over their stacked weights."""
+    weight = torch.cat([lin.weight for lin in linears])
+    bias = None if linears[0].bias is None else torch.cat([lin.bias for lin in linears])
+    return torch.nn.functional.linear(x, weight, bias)

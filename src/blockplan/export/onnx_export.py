@@ -1,18 +1,23 @@
 """Write a planner model as ONNX graphs with static shapes, plus a JSON sidecar.
 
 An export folder holds `vision.onnx` (one frame), one `decoder_w{W}.onnx` per window size W
-(the same `DecoderStep` graph at several static widths), for a flow-head model one
-`flow_b{B}.onnx` per batch size (B = 1 and `max_batch`: one plan and the rollouts; the head's
-velocity over the prefix K/V padded to L slots, docs/ALGORITHMS.md §7.1) and `export.json`:
+(the same `DecoderStep` graph at several static widths), `decoder_dynamic.onnx` (the same
+graph with symbolic window and past: what ONNX Runtime runs, `DYNAMIC_FILE`), for a
+flow-head model one `flow_b{B}.onnx` per batch size (B = 1 and `max_batch`: one plan and
+the rollouts; the head's velocity over the prefix K/V padded to L slots,
+docs/ALGORITHMS.md §7.1) and `export.json`:
 
     {"format": "blockplan-onnx", "opset": 17, "model_sha256": "...", "max_len": L,
      "max_batch": B, "windows": [8, 32, 96, 256], "graphs": {name: {file, sha256, inputs,
      outputs}}, ...}
 
+(plus `"dynamic": {"decoder": {file, sha256, inputs, outputs}}` for the dynamic graph).
+
 Static shapes: W and L are fixed per graph; only the batch is symbolic (1 before the
 rollouts fork, N after — padding the batch would multiply every prefill by N). Shorter
 windows are padded to the next exported W (see `backends/step.py`): pad tokens get zero
 embeddings, position 0 and a mask row that sees only itself, their outputs are dropped.
+The dynamic graph needs none of that: L is the past actually cached, W the forward's own.
 """
 
 from __future__ import annotations
@@ -51,6 +56,21 @@ class ExportError(UserError, ValueError):
 
 def decoder_file(window: int) -> str:
     return f"decoder_w{window}.onnx"
+
+
+# The decoder step with symbolic window, past and batch (`dynamic.decoder` in the sidecar):
+# one call per forward at its exact shape, no padding, attention over the past slots only.
+# ONNX Runtime runs it; TensorRT builds its engines from the static `graphs` only.
+DYNAMIC_FILE = "decoder_dynamic.onnx"
+DYNAMIC_AXES = {
+    "inputs_embeds": {0: "batch", 1: "window"},
+    "positions": {0: "batch", 1: "window"},
+    "attention_mask": {0: "batch", 1: "window", 2: "keys"},
+    "past_kv": {2: "batch", 4: "past"},
+    "logits": {0: "batch", 1: "window"},
+    "new_kv": {2: "batch", 4: "window"},
+    "new_raw_keys": {1: "batch", 3: "window"},
+}
 
 
 def model_sha256(model: PlannerModel) -> str:
@@ -147,12 +167,15 @@ def export_onnx(
     opset: int = DEFAULT_OPSET,
     check: bool = True,
     source: str = "",
+    dynamic: bool = True,
 ) -> dict[str, Any]:
-    """Export `model` (float32) into folder `out`; return the sidecar (also written)."""
+    """Export `model` (float32) into folder `out`; return the sidecar (also written).
+    `dynamic`: also the dynamic-shape decoder step (`DYNAMIC_FILE`); then `windows` may be
+    empty (an export for ONNX Runtime only)."""
     import onnx
 
     windows = tuple(sorted(set(int(w) for w in windows)))
-    if not windows or windows[0] < 1:
+    if (not windows and not dynamic) or (windows and windows[0] < 1):
         raise ExportError(f"windows={list(windows)}: need sizes >= 1")
     if max_len < 1 or max_batch < 1:
         raise ExportError(f"max_len={max_len}, max_batch={max_batch}: must be >= 1")
@@ -174,11 +197,11 @@ def export_onnx(
     step = DecoderStep(model.decoder).eval()
     batch_axes = {"inputs_embeds": (0,), "positions": (0,), "attention_mask": (0,)}
     batch_axes |= {"past_kv": (2,), "logits": (0,), "new_kv": (2,), "new_raw_keys": (1,)}
-    dynamic = {name: {axis: "batch" for axis in axes} for name, axes in batch_axes.items()}
+    batch_only = {name: {axis: "batch" for axis in axes} for name, axes in batch_axes.items()}
     for w in windows:
         args = step_example(model, w, max_len)
         name = decoder_file(w)
-        _export(step, args, folder / name, STEP_INPUTS, STEP_OUTPUTS, opset, dynamic)
+        _export(step, args, folder / name, STEP_INPUTS, STEP_OUTPUTS, opset, batch_only)
         graphs[f"decoder_w{w}"] = {
             "file": name,
             "window": w,
@@ -197,7 +220,16 @@ def export_onnx(
                 "inputs": _shapes(FLOW_INPUTS, args, {}),
                 "outputs": _shapes(FLOW_OUTPUTS, (head(*args),), {}),
             }
-    for entry in graphs.values():
+    extra: dict[str, Any] = {}
+    if dynamic:
+        args = step_example(model, max(1, min(windows, default=8)), max_len)
+        _export(step, args, folder / DYNAMIC_FILE, STEP_INPUTS, STEP_OUTPUTS, opset, DYNAMIC_AXES)
+        extra["decoder"] = {
+            "file": DYNAMIC_FILE,
+            "inputs": _symbolic(STEP_INPUTS, args),
+            "outputs": _symbolic(STEP_OUTPUTS, step(*args)),
+        }
+    for entry in (*graphs.values(), *extra.values()):
         path = folder / entry["file"]
         if check:
             onnx.checker.check_model(str(path), full_check=True)
@@ -241,8 +273,21 @@ def export_onnx(
         ),
         "graphs": graphs,
     }
+    if extra:
+        sidecar["dynamic"] = extra
     (folder / SIDECAR).write_text(json.dumps(sidecar, indent=2) + "\n")
     return sidecar
+
+
+def _symbolic(names: Sequence[str], tensors: Sequence[torch.Tensor]) -> dict:
+    """`_shapes` of the dynamic step: its symbolic axes by name."""
+    out = {}
+    for name, t in zip(names, tensors, strict=True):
+        shape: list[Any] = list(t.shape)
+        for axis, symbol in DYNAMIC_AXES[name].items():
+            shape[axis] = symbol
+        out[name] = {"shape": shape, "dtype": str(t.dtype).removeprefix("torch.")}
+    return out
 
 
 def read_sidecar(folder: str | Path, expected_sha256: str | None = None) -> dict[str, Any]:
@@ -260,7 +305,7 @@ def read_sidecar(folder: str | Path, expected_sha256: str | None = None) -> dict
             f"{path}: model_sha256={sidecar['model_sha256'][:12]}…, the loaded weights are "
             f"{expected_sha256[:12]}…; re-export"
         )
-    for name, entry in sidecar["graphs"].items():
+    for name, entry in (*sidecar["graphs"].items(), *sidecar.get("dynamic", {}).items()):
         file = folder / entry["file"]
         if not file.is_file() or file_sha256(file) != entry["sha256"]:
             raise ExportError(f"{file}: graph {name!r} missing or changed since export")

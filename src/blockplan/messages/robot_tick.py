@@ -1,4 +1,4 @@
-"""What the robot node publishes per tick (docs/ROS.md "The robot node"), ROS-free.
+"""What the robot node publishes per tick (docs/RUNTIME.md "Robots"), ROS-free.
 
 Meta-World's actions are end-effector position deltas and a gripper effort, not joint targets,
 so the per-tick command goes out the way a servo stack consumes it:

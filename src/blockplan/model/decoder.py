@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from blockplan.model.config import DecoderConfig
+from blockplan.model.fast import FastForward
 from blockplan.model.layers import DecoderLayer, KVStore, RMSNorm, rope_cos_sin
 from blockplan.model.masks import causal_mask
 
@@ -28,7 +29,14 @@ class DecoderBody(nn.Module):
 
 
 class Decoder(nn.Module):
-    """Qwen2 / Qwen2.5 decoder with LM head (tied to the embeddings when the config says)."""
+    """Qwen2 / Qwen2.5 decoder with LM head (tied to the embeddings when the config says).
+
+    Without autograd the forward runs `model/fast.py` (fused projections, RoPE table, no
+    module calls; the same values bit for bit); `fast_path = False` keeps the module-by-module
+    reference forward, which training (autograd) always uses.
+    """
+
+    fast_path: bool = True
 
     def __init__(self, config: DecoderConfig) -> None:
         super().__init__()
@@ -37,6 +45,7 @@ class Decoder(nn.Module):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
+        self.fast = FastForward(config)
 
     @property
     def decoder_config(self) -> DecoderConfig:
@@ -56,15 +65,20 @@ class Decoder(nn.Module):
         cache: KVStore | None = None,
         num_logits: int | None = None,
         return_hidden: bool = False,
+        logit_rows: torch.Tensor | None = None,  # (R,) int: which new tokens get logits
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """Logits (B, S', V) for the last S' = num_logits (default all S) new tokens, and the
-        final-norm hidden states (B, S, W) too when `return_hidden`.
+        """Logits (B, S', V) for the last S' = num_logits (default all S) new tokens, or for
+        the R new tokens `logit_rows` (ascending indices into the S; the LM head runs on
+        those rows only), and the final-norm hidden states (B, S, W) too when
+        `return_hidden`.
 
         L counts the key slots: the committed slots of `cache` followed by the S new tokens
         (just S without a cache). Defaults: positions continue after the cache, causal mask.
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Decoder.forward: pass exactly one of input_ids, inputs_embeds")
+        if num_logits is not None and logit_rows is not None:
+            raise ValueError("Decoder.forward: pass at most one of num_logits, logit_rows")
         x = self.embed(input_ids) if inputs_embeds is None else inputs_embeds  # (B, S, W)
         B, S, _ = x.shape
         past = getattr(cache, "length", 0) if cache is not None else 0
@@ -83,12 +97,18 @@ class Decoder(nn.Module):
         bias = None if bool(mask.all()) else x.new_zeros(mask.shape).masked_fill(~mask, -torch.inf)
         if cache is not None:
             cache.write_positions(flat)
+        if self.fast_path and not torch.is_grad_enabled():
+            rows = slice(None) if num_logits is None else slice(S - num_logits, None)
+            rows = rows if logit_rows is None else logit_rows
+            logits, hidden = self.fast(self, x, positions, bias, cache, rows)
+            return (logits, hidden) if return_hidden else logits
         c = self.config
         rope = rope_cos_sin(positions, c.dim_per_head, c.rope_theta, x.dtype, c.mrope_section)
         for layer in self.model.layers:
             x = layer(x, rope, bias, cache)  # (B, S, W)
         hidden = self.model.norm(x)  # (B, S, W)
         kept = hidden if num_logits is None else hidden[:, S - num_logits :]
+        kept = kept if logit_rows is None else hidden[:, logit_rows]
         logits = self.lm_head(kept)  # (B, S', V)
         return (logits, hidden) if return_hidden else logits
 

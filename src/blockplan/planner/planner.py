@@ -123,7 +123,6 @@ class Planner:
         self.prompt_mask = prompt_mask(template, mc.visual_attention)
         max_batch = config.rollouts.num_rollouts
         max_len = self.prompt_len + len(self.scaffold)
-        self.cache = KVCache.for_model(mc.decoder, max_len, max_batch, self.dtype, self.device)
         if not mc.exportable and config.model.backend != "torch":
             raise PlannerSetupError(
                 f"model.backend={config.model.backend!r}: a {type(model).__name__} runs on "
@@ -136,7 +135,16 @@ class Planner:
             max_batch,
             num_threads=config.model.num_threads,
             folder=folder,
+            cuda_graphs=config.model.cuda_graphs,
         )
+        # A static-shape runner (model.cuda_graphs, backends/graphs.py) wants a spare slot
+        # for its pad rows and records its graphs for this cache before the first plan.
+        spare = getattr(self.runner, "spare_slots", 0)
+        self.cache = KVCache.for_model(
+            mc.decoder, max_len, max_batch, self.dtype, self.device, spare_slots=spare
+        )
+        if spare:
+            self.runner.prepare(self.cache)
         # A flow trajectory head (docs/ALGORITHMS.md §7.1): the text sections decode as
         # configured, the head integrates the waypoints over the prefix cache.
         head = getattr(self.model, "flow_head", None)

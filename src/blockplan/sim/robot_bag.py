@@ -12,7 +12,7 @@ One bag per episode (mcap), stamps `start_ns` + step · CONTROL_PERIOD_S:
     /episode/info                     std_msgs/String         JSON {task, seed, success,
                                       success_step, render_every, ...}, at the end
 
-The command topics are what the robot node publishes (docs/ROS.md "The robot node"), so a
+The command topics are what the robot node publishes (docs/RUNTIME.md "Robots"), so a
 recorded demonstration and a recorded policy run read the same way. `read_demo_bag` turns a
 bag back into the arrays of one data-set episode: per control step the joints, the action,
 and per camera the newest image at or before the step (a camera slower than the control

@@ -211,10 +211,11 @@ class RobotTrainer:
                 sums[k] = sums.get(k, 0.0) + float(v) * len(idx)
         return {f"val/{k}": v / n for k, v in sums.items()}
 
-    def fit(self, resume: bool = False) -> dict[str, Any]:
+    def fit(self, resume: bool = False, init_from: str | Path | None = None) -> dict[str, Any]:
         """Both phases; writes OUT/teacher, OUT/best (with the model card) and the log.
         resume: when OUT/teacher holds a finished teacher (its record in the log), skip the
-        teacher phase and distil from it."""
+        teacher phase and distil from it. init_from: a model folder of the same config the
+        teacher phase starts from (fine-tuning) instead of a fresh initialisation."""
         self.out.mkdir(parents=True, exist_ok=True)
         tokenizer_json = self.recipe.tokenizer.to_str()
         previous = self._teacher_record() if resume else None
@@ -229,8 +230,17 @@ class RobotTrainer:
         else:
             (self.out / METRICS_FILE).unlink(missing_ok=True)
             torch.manual_seed(self.config.seed)
-            model = PlannerModel(self.recipe.model_config)
-            init_weights(model)
+            if init_from is not None:  # fine-tuning: the teacher starts from these weights
+                from blockplan.model.weights import load_pretrained
+
+                model = load_pretrained(init_from).train()
+                if model.config.to_dict() != self.recipe.model_config.to_dict():
+                    raise TrainError(f"--init-from {init_from}: its config differs from the run's")
+                self.log({"event": "init_from", "model": str(init_from)})
+                self.records["init_from"] = str(init_from)
+            else:
+                model = PlannerModel(self.recipe.model_config)
+                init_weights(model)
             model.to(self.device)
             teacher = ChunkDiffusionModule(model, self.recipe, "bidirectional").to(self.device)
             self.records["teacher"] = self.run_phase(
@@ -374,7 +384,13 @@ def model_card(trainer: RobotTrainer, evaluation: dict[str, Any]) -> str:
         "## Training (docs/ALGORITHMS.md §8)",
         f"1. **Teacher**: bidirectional attention over the whole chunk; the plain "
         f"masked-diffusion loss (one mask ratio t ~ U(0.001, 1) per sample, cross-entropy at "
-        f"the masked values); {_steps(teacher)} from a fresh initialisation. Last "
+        f"the masked values); {_steps(teacher)} from "
+        + (
+            f"the weights of `{trainer.records['init_from']}`"
+            if "init_from" in trainer.records
+            else "a fresh initialisation"
+        )
+        + ". Last "
         f"training loss {teacher['loss']:.4f}"
         + (f", validation {teacher['val/ce']:.4f}" if "val/ce" in teacher else "")
         + ".",
