@@ -120,6 +120,7 @@ def test_flow_run_starts_from_a_token_folder_and_resumes_exactly(data, tmp_path)
         back.init_from(tmp_path / "flow" / "best")
 
 
+@pytest.mark.slow
 def test_cli_trains_a_flow_folder_that_plans(data, tmp_path, monkeypatch):
     from blockplan import cli
 
