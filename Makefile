@@ -38,7 +38,7 @@ test: lint
 	$(PY) -m pytest -q -m "not slow"
 
 # The ros-marked tests against the ROS 2 runtime (colcon build, `ros2 launch`, a live graph);
-# a ros test that skips here is a failure (BLOCKPLAN_REQUIRE_ROS).
+# a ros test that skips here is a failure (pytest --require-ros).
 ros-venv: $(ROS_STAMP)
 
 $(ROS_STAMP): $(STAMP) $(ROS2)/requirements.txt
@@ -47,7 +47,7 @@ $(ROS_STAMP): $(STAMP) $(ROS2)/requirements.txt
 
 test-ros: ros-venv
 	@test -f $(ROS2)/env.sh || { echo "no ROS 2 runtime: $(ROS2)/env.sh is missing (set ROS2=DIR)"; exit 1; }
-	source $(ROS2)/env.sh && BLOCKPLAN_REQUIRE_ROS=1 $(PY) -m pytest -q -m ros
+	source $(ROS2)/env.sh && $(PY) -m pytest -q -m ros --require-ros
 
 # Everything, slow tests included.
 test-all: lint

@@ -1,13 +1,13 @@
 """Shared test setup: `ros` and `gpu` tests skip cleanly where rclpy / CUDA are missing.
 
-With BLOCKPLAN_REQUIRE_ROS=1 (`make test-ros`, CI) a `ros` test that skips is a failure, and
+With `pytest --require-ros` (`make test-ros`, CI) a `ros` test that skips is a failure, and
 a run without an importable rclpy stops at once: CI must not pass by skipping them.
+`--ros-domains LOW-HIGH` gives the live-graph tests their ROS_DOMAIN_IDs (tests/ros/live.py).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 
 import pytest
@@ -27,14 +27,29 @@ def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def _require_ros() -> bool:
-    return os.environ.get("BLOCKPLAN_REQUIRE_ROS", "") not in ("", "0")
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("blockplan")
+    group.addoption(
+        "--require-ros",
+        action="store_true",
+        help="a skipped ros test is a failure, and rclpy must import (make test-ros, CI)",
+    )
+    group.addoption(
+        "--ros-domains",
+        default="50-79",
+        metavar="LOW-HIGH",
+        help="ROS_DOMAIN_IDs the live-graph tests may lock, one per graph (default 50-79)",
+    )
+
+
+def _require_ros(config: pytest.Config) -> bool:
+    return bool(config.getoption("--require-ros"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if _require_ros() and not _has_rclpy():
+    if _require_ros(config) and not _has_rclpy():
         raise pytest.UsageError(
-            "BLOCKPLAN_REQUIRE_ROS is set but rclpy cannot be imported: source the ROS 2 "
+            "--require-ros is given but rclpy cannot be imported: source the ROS 2 "
             "environment first (`make test-ros` sources ../shared/ros2/env.sh)"
         )
 
@@ -55,21 +70,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
     if (
-        _require_ros()
+        _require_ros(item.config)
         and report.skipped
         and item.get_closest_marker("ros")
         and not hasattr(report, "wasxfail")
     ):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
-        report.longrepr = f"ros test skipped with BLOCKPLAN_REQUIRE_ROS set: {reason}"
+        report.longrepr = f"ros test skipped under --require-ros: {reason}"
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_make_collect_report(collector: pytest.Collector):
     outcome = yield
     report = outcome.get_result()
-    if _require_ros() and report.skipped and "ros" in Path(str(collector.path)).parts:
+    if (
+        _require_ros(collector.config)
+        and report.skipped
+        and "ros" in Path(str(collector.path)).parts
+    ):
         report.outcome = "failed"
 
 

@@ -14,14 +14,17 @@ import yaml
 from tests.conftest import REPO_ROOT
 from tests.ros.live import Graph, colcon_build, domain_ids
 
-_DOMAINS = domain_ids()
+_DOMAINS: Iterator[int] | None = None
 
 
-def _next_domain() -> int:
+def _next_domain(config: pytest.Config) -> int:
+    global _DOMAINS
+    if _DOMAINS is None:
+        _DOMAINS = domain_ids(config.getoption("--ros-domains"))
     try:
         return next(_DOMAINS)
     except StopIteration:
-        pytest.fail("out of ROS domain ids: widen BLOCKPLAN_ROS_DOMAINS")
+        pytest.fail("out of ROS domain ids: widen --ros-domains")
 
 
 @pytest.fixture(scope="session")
@@ -69,9 +72,9 @@ def compressed_bag(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def graph(ros_install: Path, tmp_path: Path) -> Iterator[Graph]:
+def graph(ros_install: Path, tmp_path: Path, pytestconfig: pytest.Config) -> Iterator[Graph]:
     """A graph on a ROS domain of its own; every process is killed at the end."""
-    g = Graph(ros_install, _next_domain(), tmp_path)
+    g = Graph(ros_install, _next_domain(pytestconfig), tmp_path)
     try:
         yield g
     finally:
@@ -79,9 +82,11 @@ def graph(ros_install: Path, tmp_path: Path) -> Iterator[Graph]:
 
 
 @pytest.fixture(scope="module")
-def module_graph(ros_install: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graph]:
+def module_graph(
+    ros_install: Path, tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[Graph]:
     """One graph shared by the tests of a module (one launched node, several checks)."""
-    g = Graph(ros_install, _next_domain(), tmp_path_factory.mktemp("graph"))
+    g = Graph(ros_install, _next_domain(pytestconfig), tmp_path_factory.mktemp("graph"))
     try:
         yield g
     finally:

@@ -2,7 +2,7 @@
 package, an environment per ROS domain, processes in their own process group (always killed
 in teardown), the `ros2` CLI, and an in-process observer on its own rclpy context.
 
-Every test gets its own `ROS_DOMAIN_ID` from BLOCKPLAN_ROS_DOMAINS (default 50-79), so
+Every test gets its own `ROS_DOMAIN_ID` from pytest's `--ros-domains` (default 50-79), so
 tests do not see each other; an id is taken only while this process holds its lock file
 (/tmp/blockplan-ros-domains/ID.lock), so two test sessions on one machine never share one.
 DDS stays on loopback (`../shared/ros2/env.sh`). No `ros2` daemon is started (`--no-daemon`).
@@ -32,9 +32,10 @@ STARTUP_TIMEOUT_S = 90.0  # torch import + model load + warm-up on a loaded 2-co
 _HELD_DOMAIN_LOCKS: list[Any] = []  # open lock files: released when the process ends
 
 
-def domain_ids() -> Iterator[int]:
-    """The ids of BLOCKPLAN_ROS_DOMAINS this process could lock, in order."""
-    low, _, high = os.environ.get("BLOCKPLAN_ROS_DOMAINS", "50-79").partition("-")
+def domain_ids(span: str) -> Iterator[int]:
+    """The ids of `span` ("LOW-HIGH", pytest's --ros-domains) this process could lock, in
+    order."""
+    low, _, high = span.partition("-")
     locks = Path(tempfile.gettempdir()) / "blockplan-ros-domains"
     locks.mkdir(exist_ok=True)
     for domain_id in range(int(low), int(high or low) + 1):
@@ -83,7 +84,6 @@ def graph_env(prefix: Path, domain_id: int, log_dir: Path) -> dict[str, str]:
     env["ROS_LOG_DIR"] = str(log_dir)
     env["RCUTILS_COLORIZED_OUTPUT"] = "0"
     env["PYTHONUNBUFFERED"] = "1"
-    env.pop("BLOCKPLAN_REQUIRE_ROS", None)
     return env
 
 
