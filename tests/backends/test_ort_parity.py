@@ -34,7 +34,7 @@ def max_logit_gap(reference: Planner, ort_planner: Planner, seed: int) -> float:
         visual = planner.runner.encode_images(images)
         layout = planner.render(obs)
         ids = torch.tensor(np.asarray(layout.token_ids))
-        embeds = planner.model.embed_prompt(ids, layout.image_spans, visual)
+        embeds = planner.model.embed_prompt(ids, layout.image_spans, visual, **layout.ego_inputs())
         cache = KVCache.for_model(planner.model.config.decoder, planner.cache.max_len)
         prefill = planner.runner(inputs_embeds=embeds, mask=planner.prompt_mask, cache=cache)
         cache.commit(embeds.shape[1])

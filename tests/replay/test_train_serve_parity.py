@@ -1,5 +1,6 @@
 """Train/serve parity: the prompt the runtime builds while replaying an episode's bag is the
-prompt training saw for the same instant (a `blockplan dataset` sample), token for token.
+prompt training saw for the same instant (a `blockplan dataset` sample), token for token
+(and, for a numeric ego encoder, the history rows it reads, to float32 precision).
 
 Both come from the CLI: `blockplan dataset` writes the sample (ego history from the recorded
 states, sim/labels.py; frames `frame_period_s` apart), `blockplan simulate` writes the same
@@ -98,7 +99,7 @@ def _replayed(bag: Path, schema, tmp_path: Path) -> dict:
     return planner.seen
 
 
-@pytest.mark.parametrize("which", ["shipped model", "default schema"])
+@pytest.mark.parametrize("which", ["shipped model", "default schema", "ego encoder"])
 def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root, tmp_path):
     from blockplan.train.evaluate import recipe_of_folder
     from blockplan.train.examples import load_shards
@@ -109,9 +110,13 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root, t
         if not (repo_root / MODEL / "config.json").is_file():
             pytest.skip(f"{MODEL} is not in this checkout")
         recipe = recipe_of_folder(repo_root / MODEL)  # 3 rows 0.5 s apart
-    else:  # 7 rows over 3 s: the history reaches back to the episode's first state
+    elif which == "default schema":  # 7 rows over 3 s: back to the episode's first state
         recipe = Recipe.build(
             "reference", ("front_left", "front", "front_right", "rear"), 2, schema=default_schema()
+        )
+    else:  # the numeric ego encoder: the same rows, as numbers in the layout
+        recipe = Recipe.build(
+            "reference", ("front_left", "front", "front_right", "rear"), 2, ego_tokens=4
         )
     examples = load_shards(data, entry["split"], recipe, with_images=False)
     seen = _replayed(bag, recipe.schema, tmp_path)
@@ -131,8 +136,11 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root, t
             mc.camera_names,
             mc.num_frames,
             mc.tokens_per_image,
+            ego_tokens=mc.ego_tokens,
         )
         np.testing.assert_array_equal(layout.token_ids, examples.prompt_ids[i])
+        if mc.ego_tokens:  # what the encoder reads; float32 in the layout
+            np.testing.assert_allclose(layout.ego_history, examples.ego_history[i], atol=1e-5)
         assert observation.route_command == str(shard["route_command"][i])
         # The frame window: the same stamps (trained spacing) and the same pixels.
         names = [str(n) for n in shard["camera_names"]]

@@ -82,7 +82,7 @@ def hf_generate_runner(planner: Planner) -> Runner:
         visual = planner.model.visual(planner.images(obs))
         layout = planner.render(obs)
         ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long, device=planner.device)
-        embeds = planner.model.embed_prompt(ids, layout.image_spans, visual)
+        embeds = planner.model.embed_prompt(ids, layout.image_spans, visual, **layout.ego_inputs())
         out = hf.generate(
             inputs_embeds=embeds,
             attention_mask=torch.ones(1, embeds.shape[1], dtype=torch.long, device=embeds.device),

@@ -54,8 +54,11 @@ def observation_dependent(planner: Planner, draws: int = 4, seed: int = 0) -> np
             mc.tokens_per_image,
             ego_history=history,
             route_command=schema.route_commands[i % len(schema.route_commands)],
+            ego_tokens=mc.ego_tokens,
         )
         varying |= np.asarray(layout.token_ids) != template
+        if layout.ego_span is not None:  # the ego slots' embeddings change with the history
+            varying[layout.ego_span[0] : layout.ego_span[1]] = True
     return varying
 
 

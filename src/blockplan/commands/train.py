@@ -6,6 +6,7 @@ a block-causal student by diffusion forcing and asymmetric distillation; one pro
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -43,6 +44,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["tokens", "flow"],
         help="tokens: the answer's digit tokens; flow: a flow-matching head "
         "over the decoder's prefix, trained jointly (docs/ALGORITHMS.md §7.1)",
+    )
+    parser.add_argument(
+        "--ego-tokens",
+        type=int,
+        default=0,
+        help="carry the ego history as this many embeddings of a numeric ego encoder "
+        "instead of digit text (0: digits; model/ego.py)",
+    )
+    parser.add_argument(
+        "--history-rows",
+        type=int,
+        help="ego-history rows, 0.5 s apart, in the reference schema (3; an "
+        "ego-encoder run may take more at no prompt cost)",
     )
     parser.add_argument(
         "--cameras",
@@ -142,12 +156,21 @@ def run(args: argparse.Namespace) -> int:
             from blockplan.train.examples import read_manifest
 
             period = read_manifest(args.data).get("options", {}).get("frame_period_s")
+        schema = None
+        if args.history_rows is not None:
+            from blockplan.train.recipe import reference_schema
+
+            if args.history_rows < 1:
+                raise ValueError(f"--history-rows {args.history_rows}: must be >= 1")
+            schema = dataclasses.replace(reference_schema(), num_history=args.history_rows)
         recipe = Recipe.build(
             arch,
             tuple(args.cameras),
             num_frames,
+            schema=schema,
             frame_period_s=period,
             trajectory_head=args.trajectory_head,
+            ego_tokens=args.ego_tokens,
         )
         show = ctx.is_main
         if args.data:

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from blockplan.model.config import DecoderConfig, ModelConfigError
 from blockplan.model.decoder import Decoder
+from blockplan.model.ego import EgoEncoder, EgoEncoderConfig
 from blockplan.model.flow_head import TRAJECTORY_HEADS, FlowHead, FlowHeadConfig
 from blockplan.model.positions import PromptPositions
 from blockplan.model.vision import VisionConfig, VisionTower
@@ -26,6 +28,7 @@ from blockplan.schema.layout import DEFAULT_BLOCK_SIZE, ImageSpan, PromptLayout
 MODEL_TYPE = "blockplan_planner"
 VISUAL_PREFIX = "visual."
 FLOW_PREFIX = "flow_head."
+EGO_PREFIX = "ego_encoder."
 
 # What a frame's visual tokens attend to in the prompt (text tokens always see everything
 # before them). "frame_and_header": the system header and their own frame — the layout of
@@ -59,6 +62,9 @@ class PlannerModelConfig:
     # waypoints the codec writes into the trajectory slots).
     trajectory_head: str = "tokens"
     flow_head: FlowHeadConfig | None = None  # the head's settings when trajectory_head=flow
+    # How the prompt carries the ego history (model/ego.py): None — as digit text; else the
+    # numeric encoder's settings (its embeddings fill `tokens` prompt slots).
+    ego_encoder: EgoEncoderConfig | None = None
 
     # What the serving paths can do with the model (the Planner reads these, never the class):
     exportable = True  # static-shape graphs: `blockplan export`, onnxruntime / tensorrt
@@ -77,6 +83,14 @@ class PlannerModelConfig:
             self.flow_head.decoder_layers(self.decoder)  # raises on a layer out of range
         elif self.flow_head is not None:
             raise ModelConfigError("flow_head settings given, but trajectory_head is 'tokens'")
+        if self.ego_encoder is not None:
+            if self.embodiment != "vehicle":
+                raise ModelConfigError("ego_encoder: vehicle models only")
+            rows = self.schema.get("num_history")
+            if rows is not None and rows != self.ego_encoder.rows:
+                raise ModelConfigError(
+                    f"ego_encoder.rows={self.ego_encoder.rows}, the schema has num_history={rows}"
+                )
         if self.embodiment not in EMBODIMENTS:
             raise ModelConfigError(
                 f"embodiment={self.embodiment!r}: must be one of {list(EMBODIMENTS)}"
@@ -106,6 +120,11 @@ class PlannerModelConfig:
         return self.vision.tokens_per_image
 
     @property
+    def ego_tokens(self) -> int:
+        """Prompt slots of the numeric ego encoder (0: the history is digit text)."""
+        return 0 if self.ego_encoder is None else self.ego_encoder.tokens
+
+    @property
     def cache_attention(self) -> str:
         """How the K/V of a finished block were computed in training, hence how the engine
         commits them: `causal` (token-causal, the clean AR stream of SASD; vehicle) or
@@ -122,6 +141,8 @@ class PlannerModelConfig:
         extra = {} if self.embodiment == "vehicle" else {"embodiment": self.embodiment}
         if self.trajectory_head == "flow":  # token-head folders stay as they were
             extra |= {"trajectory_head": "flow", "flow_head": self.flow_head.to_dict()}
+        if self.ego_encoder is not None:  # digit-prompt folders stay as they were
+            extra |= {"ego_encoder": self.ego_encoder.to_dict()}
         return {
             "model_type": MODEL_TYPE,
             "text_config": self.decoder.to_dict(),
@@ -155,6 +176,9 @@ class PlannerModelConfig:
                 flow_head=None
                 if d.get("flow_head") is None
                 else FlowHeadConfig.from_dict(dict(d["flow_head"])),
+                ego_encoder=None
+                if d.get("ego_encoder") is None
+                else EgoEncoderConfig.from_dict(dict(d["ego_encoder"])),
             )
         except KeyError as e:
             raise ModelConfigError(f"config.json lacks {e.args[0]!r}") from e
@@ -177,6 +201,11 @@ class PlannerModel(nn.Module):
         self.flow_head = (
             FlowHead(config.flow_head, config.decoder) if config.trajectory_head == "flow" else None
         )
+        self.ego_encoder = (
+            None
+            if config.ego_encoder is None
+            else EgoEncoder(config.ego_encoder, config.decoder.hidden_size)
+        )
 
     def forward(self, input_ids: torch.Tensor | None = None, **kwargs: Any) -> torch.Tensor:
         return self.decoder(input_ids, **kwargs)
@@ -193,10 +222,31 @@ class PlannerModel(nn.Module):
         token_ids: torch.Tensor,  # (P,) with placeholders at visual positions
         image_spans: tuple[ImageSpan, ...],
         visual: torch.Tensor,  # (K*T, G, W) from `self.visual`, view-major
+        ego_span: tuple[int, int] | None = None,
+        ego_history: torch.Tensor | np.ndarray | None = None,  # (rows, 6)
     ) -> torch.Tensor:
         """Prompt embeddings (1, P, W): token embeddings with each span's placeholders
-        replaced by its image's visual tokens."""
+        replaced by its image's visual tokens, and (models with an ego encoder) the ego
+        slots [ego_span) by the encoder's embeddings of `ego_history`."""
         embeds = self.embed(token_ids[None]).clone()  # (1, P, W)
+        if (self.ego_encoder is None) != (ego_span is None) or (
+            (ego_span is None) != (ego_history is None)
+        ):
+            raise ValueError(
+                "an ego-encoder model needs the prompt's ego slots and the ego history, a "
+                "digit-prompt model neither (render the prompt with the model's ego_tokens)"
+            )
+        if ego_span is not None:
+            start, end = ego_span
+            if not isinstance(ego_history, torch.Tensor):
+                ego_history = torch.tensor(np.asarray(ego_history, dtype=np.float32))
+            history = ego_history.to(embeds.device)
+            slots = self.ego_encoder(history)  # (E, W)
+            if end - start != slots.shape[0]:
+                raise ValueError(
+                    f"ego slots {ego_span}: {end - start} slots, the encoder makes {slots.shape[0]}"
+                )
+            embeds[0, start:end] = slots.to(embeds.dtype)
         T = self.config.num_frames
         for span in image_spans:
             index = span.camera_index * T + span.frame_index  # view-major
@@ -234,7 +284,11 @@ class PlannerModel(nn.Module):
     ) -> PlannerModel:
         config = PlannerModelConfig.from_dict(raw)
         model = cls(config)
-        text = {k: v for k, v in state.items() if not k.startswith((VISUAL_PREFIX, FLOW_PREFIX))}
+        text = {
+            k: v
+            for k, v in state.items()
+            if not k.startswith((VISUAL_PREFIX, FLOW_PREFIX, EGO_PREFIX))
+        }
         decoder = decoder_from_state(config.decoder, text, where)
         model.decoder.load_state_dict(decoder.state_dict())
         visual = {
@@ -250,4 +304,9 @@ class PlannerModel(nn.Module):
             load_state(model.flow_head, flow, where)
         elif flow:
             raise ModelConfigError(f"{where}: flow_head.* tensors in a token-head model")
+        ego = {k.removeprefix(EGO_PREFIX): v for k, v in state.items() if k.startswith(EGO_PREFIX)}
+        if model.ego_encoder is not None:
+            load_state(model.ego_encoder, ego, where)
+        elif ego:
+            raise ModelConfigError(f"{where}: ego_encoder.* tensors in a digit-prompt model")
         return model

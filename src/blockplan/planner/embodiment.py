@@ -99,6 +99,7 @@ class DrivingFormat:
             mc.camera_names,
             mc.num_frames,
             mc.tokens_per_image,
+            ego_tokens=getattr(mc, "ego_tokens", 0),
         )
 
     def parse(self, tokens: np.ndarray, scaffold: Scaffold, tokenizer: Tokenizer) -> DrivingAnswer:

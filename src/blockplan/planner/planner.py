@@ -243,7 +243,9 @@ class Planner:
         t1 = time.perf_counter()
         layout = self.render(observation)
         ids = torch.tensor(np.asarray(layout.token_ids), dtype=torch.long, device=self.device)
-        embeds = self.model.embed_prompt(ids, layout.image_spans, visual)  # (1, P, W)
+        embeds = self.model.embed_prompt(
+            ids, layout.image_spans, visual, **layout.ego_inputs()
+        )  # (1, P, W)
         synchronize(self.device)
         timings["encode"] = (t1 - t0) * 1e3
         timings["prompt"] = (time.perf_counter() - t1) * 1e3

@@ -113,11 +113,22 @@ class PromptLayout:
     header_end: positions [0, header_end) are the prompt header (system text) that every
     visual token may attend to under frame-local attention. image_spans are view-major
     (camera 0 oldest→newest, then camera 1, …). The answer follows position P-1.
+    ego_span: [start, end) of the ego slots that a numeric ego encoder fills (model/ego.py),
+    with `ego_history` ((num_history, 6), the rows it encodes); both None when the prompt
+    spells the history out as digits.
     """
 
     token_ids: np.ndarray
     header_end: int
     image_spans: tuple[ImageSpan, ...]
+    ego_span: tuple[int, int] | None = None
+    ego_history: np.ndarray | None = None
+
+    def ego_inputs(self) -> dict:
+        """The `embed_prompt` keywords of the ego slots (empty for a digit prompt)."""
+        if self.ego_span is None:
+            return {}
+        return {"ego_span": self.ego_span, "ego_history": self.ego_history}
 
     def __len__(self) -> int:
         return int(self.token_ids.shape[0])

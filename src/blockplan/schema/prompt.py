@@ -88,6 +88,7 @@ class _PromptVocab:
     vision_start: int
     image_pad: int
     vision_end: int
+    null: int  # the placeholder of the ego slots
     char_ids: dict[str, int]  # number characters -> their single id
     commands: dict[str, tuple[int, ...]]  # route command -> ids, null-padded to one length
 
@@ -113,7 +114,7 @@ def _prompt_vocab(tokenizer: Tokenizer, schema: DrivingSchema) -> _PromptVocab:
     encoded = {c: tuple(tokenizer.encode(c)) for c in schema.route_commands}
     budget = max(len(ids) for ids in encoded.values())
     commands = {c: ids + (null_id,) * (budget - len(ids)) for c, ids in encoded.items()}
-    return _PromptVocab(*vision, char_ids=char_ids, commands=commands)
+    return _PromptVocab(*vision, null=null_id, char_ids=char_ids, commands=commands)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -162,10 +163,15 @@ def _camera_line(camera_names: Sequence[str], num_frames: int) -> str:
 
 
 def _tail_pieces(
-    history: np.ndarray, command: str, schema: DrivingSchema
+    history: np.ndarray, command: str, schema: DrivingSchema, ego_tokens: int = 0
 ) -> list[tuple[str, object]]:
-    """The text after the images as ("text", str) / ("command", str) / ("number", float)."""
+    """The text after the images as ("text", str) / ("command", str) / ("number", float) /
+    ("ego", int) (that many ego slots, `ego_tokens` > 0: the numeric ego encoder's)."""
     pieces: list[tuple[str, object]] = [("text", "\nNavigation command: "), ("command", command)]
+    if ego_tokens:
+        pieces += [("text", "\nEgo state: "), ("ego", ego_tokens), ("text", "\n")]
+        pieces.append(("text", "Answer in JSON."))
+        return pieces
     pieces.append(
         ("text", "\nEgo history in the ego frame at t0 (t s: x y m, vx vy m/s, ax ay m/s^2):\n")
     )
@@ -210,6 +216,7 @@ def render_prompt(
     tokens_per_image: int,
     ego_history: np.ndarray | None = None,
     route_command: str | None = None,
+    ego_tokens: int = 0,
 ) -> PromptLayout:
     """The prompt as token ids with image placeholders, for our engine.
 
@@ -218,9 +225,14 @@ def render_prompt(
     no observation (a template prompt of the same length). route_command: default the
     observation's, else the schema's first. History values beyond ±999.99 are clamped (a
     fixed-width prompt cannot hold them; at 0.5 s spacing over 3 s they do not occur).
+    ego_tokens > 0: the history is not written as digits; the prompt holds that many ego
+    slots (null-token placeholders) that the model's numeric ego encoder fills from the
+    layout's `ego_history` (model/ego.py).
     """
     if tokens_per_image < 1:
         raise SchemaError(f"tokens_per_image={tokens_per_image}: must be >= 1")
+    if ego_tokens < 0:
+        raise SchemaError(f"ego_tokens={ego_tokens}: must be >= 0")
     history = _history(observation, ego_history, schema)
     command = _command(observation, route_command, schema)
     vocab = _prompt_vocab(tokenizer, schema)
@@ -236,8 +248,12 @@ def render_prompt(
             spans.append(ImageSpan(start, start + tokens_per_image, camera_index, frame_index))
             ids += [vocab.image_pad] * tokens_per_image
             ids.append(vocab.vision_end)
-    for kind, value in _tail_pieces(history, command, schema):
-        if kind == "number":  # one token per character: fixed length whatever the value
+    ego_span = None
+    for kind, value in _tail_pieces(history, command, schema, ego_tokens):
+        if kind == "ego":
+            ego_span = (len(ids), len(ids) + value)
+            ids += [vocab.null] * value
+        elif kind == "number":  # one token per character: fixed length whatever the value
             ids += [vocab.char_ids[c] for c in format_number(value, schema)[0]]
         elif kind == "command":
             ids += vocab.commands[value]
@@ -246,4 +262,8 @@ def render_prompt(
     ids += _encode_static(tokenizer, f"{e}\n{s}assistant\n")
     token_ids = np.array(ids, dtype=np.int64)
     token_ids.setflags(write=False)
-    return PromptLayout(token_ids=token_ids, header_end=header_end, image_spans=tuple(spans))
+    if ego_span is None:
+        return PromptLayout(token_ids=token_ids, header_end=header_end, image_spans=tuple(spans))
+    ego = np.asarray(history, dtype=np.float32)
+    ego.setflags(write=False)
+    return PromptLayout(token_ids, header_end, tuple(spans), ego_span=ego_span, ego_history=ego)

@@ -55,12 +55,14 @@ class Examples(torch.utils.data.Dataset):
 
     def batch(self, indices: list[int]) -> dict[str, torch.Tensor]:
         """Tensors of the samples at `indices`: prompt_ids (B, P), answer_ids (B, A),
-        images (B, K*T, H, W, 3) uint8."""
+        images (B, K*T, H, W, 3) uint8, ego_history (B, num_history, 6) float32 (what a
+        numeric ego encoder reads; a digit prompt already holds it)."""
         idx = np.asarray(indices, dtype=np.int64)
         return {
             "prompt_ids": torch.from_numpy(self.prompt_ids[idx]),
             "answer_ids": torch.from_numpy(self.answer_ids[idx]),
             "images": torch.from_numpy(self.images[idx]),
+            "ego_history": torch.from_numpy(self.ego_history[idx].astype(np.float32)),
         }
 
 
@@ -94,6 +96,7 @@ class ExampleEncoder:
             mc.tokens_per_image,
             ego_history=ego_history,
             route_command=route_command,
+            ego_tokens=mc.ego_tokens,
         )
         assert len(layout) == len(self.template), "prompt length is fixed by the schema"
         return np.asarray(layout.token_ids)

@@ -92,13 +92,23 @@ class SASDModule(nn.Module):
         editable = torch.from_numpy(np.flatnonzero(self.layout.is_editable))
         self.register_buffer("editable", editable, persistent=False)  # (A_e,)
 
-    def prompt_embeds(self, prompt_ids: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
-        """(B, P, W) from prompt ids (B, P) and uint8 images (B, K*T, H, W, 3)."""
+    def prompt_embeds(
+        self,
+        prompt_ids: torch.Tensor,
+        images: torch.Tensor,
+        ego_history: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """(B, P, W) from prompt ids (B, P), uint8 images (B, K*T, H, W, 3) and, for a model
+        with a numeric ego encoder, the ego history (B, num_history, 6) it encodes."""
         m = self.model
+        span = self.template.ego_span
+        if span is not None and ego_history is None:
+            raise ValueError("a model with an ego encoder trains on the ego history")
         rows = []
         for b in range(prompt_ids.shape[0]):
             visual = m.visual(m.visual.preprocess(images[b]))  # (K*T, G, W)
-            rows.append(m.embed_prompt(prompt_ids[b], self.template.image_spans, visual))
+            ego = {} if span is None else {"ego_span": span, "ego_history": ego_history[b]}
+            rows.append(m.embed_prompt(prompt_ids[b], self.template.image_spans, visual, **ego))
         return torch.cat(rows)
 
     def hidden_states(
@@ -108,11 +118,12 @@ class SASDModule(nn.Module):
         images: torch.Tensor,  # (B, K*T, H, W, 3) uint8
         noisy_ids: torch.Tensor,  # (B, n, A)
         recorder: KVRecorder | None = None,
+        ego_history: torch.Tensor | None = None,  # (B, num_history, 6)
     ) -> torch.Tensor:
         """Final-norm hidden states (B, S, W) of the two-stream sequence; `recorder` keeps
         the K/V of some layers."""
         B = answer_ids.shape[0]
-        prompt = self.prompt_embeds(prompt_ids, images)  # (B, P, W)
+        prompt = self.prompt_embeds(prompt_ids, images, ego_history)  # (B, P, W)
         answers = torch.cat([answer_ids[:, None], noisy_ids], dim=1).reshape(B, -1)
         embeds = torch.cat([prompt, self.model.embed(answers)], dim=1)  # (B, S, W)
         _, hidden = self.model.decoder(
@@ -135,11 +146,12 @@ class SASDModule(nn.Module):
         future_xy: torch.Tensor | None = None,  # (B, 20, 2) the flow head's targets
         flow_noise: torch.Tensor | None = None,  # (FLOW_SAMPLES·B, 5, 2)
         flow_tau: torch.Tensor | None = None,  # (FLOW_SAMPLES·B,)
+        ego_history: torch.Tensor | None = None,  # (B, num_history, 6) the ego encoder's input
     ) -> dict[str, torch.Tensor]:
         B, P, A = answer_ids.shape[0], self.prompt_len, self.answer_len
         recorder = KVRecorder(self.read_layers) if self.flow_head is not None else None
         hidden = self.hidden_states(
-            prompt_ids, answer_ids, images, noisy_ids, recorder
+            prompt_ids, answer_ids, images, noisy_ids, recorder, ego_history
         )  # (B, S, W)
         lm_head = self.model.decoder.lm_head
         # AR: editable position a from the clean stream's hidden state at P - 1 + a

@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from blockplan.model.config import DecoderConfig, ModelConfigError
+from blockplan.model.ego import EgoEncoderConfig
 from blockplan.model.planner_model import PlannerModelConfig
 from blockplan.model.presets import PRESETS, VISION_PRESETS, schema_to_dict
 from blockplan.model.vision import VisionConfig
@@ -76,10 +77,13 @@ class Recipe:
         block_size: int = DEFAULT_BLOCK_SIZE,
         frame_period_s: float | None = None,
         trajectory_head: str = "tokens",
+        ego_tokens: int = 0,
     ) -> Recipe:
         """`frame_period_s`: the training frames' spacing, recorded in config.json (the
         runtime refuses a frame window of another spacing). `trajectory_head`: `tokens` or
-        `flow` (docs/ALGORITHMS.md §7.1; `with_flow_statistics` sets its normalisation)."""
+        `flow` (docs/ALGORITHMS.md §7.1; `with_flow_statistics` sets its normalisation).
+        `ego_tokens` > 0: a numeric ego encoder fills that many prompt slots with the ego
+        history instead of writing it as digits (model/ego.py)."""
         if arch not in ARCHS:
             raise ModelConfigError(f"arch={arch!r}: must be one of {sorted(ARCHS)}")
         decoder_kw, vision, streamable = ARCHS[arch]
@@ -99,6 +103,9 @@ class Recipe:
             frame_slot_embedding=not streamable,
             frame_period_s=frame_period_s,
             trajectory_head=trajectory_head,
+            ego_encoder=EgoEncoderConfig(tokens=ego_tokens, rows=schema.num_history)
+            if ego_tokens
+            else None,
         )
         return cls(config, schema, tokenizer)
 
@@ -125,5 +132,11 @@ class Recipe:
         """The prompt layout every sample shares (fixed length, fixed image spans)."""
         mc = self.model_config
         return render_prompt(
-            None, self.tokenizer, self.schema, mc.camera_names, mc.num_frames, mc.tokens_per_image
+            None,
+            self.tokenizer,
+            self.schema,
+            mc.camera_names,
+            mc.num_frames,
+            mc.tokens_per_image,
+            ego_tokens=mc.ego_tokens,
         )

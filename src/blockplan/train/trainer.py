@@ -215,12 +215,26 @@ class Trainer:
         )
         if fresh_head:
             mine = dataclasses.replace(mine, trajectory_head="tokens", flow_head=None)
+        # A digit-prompt folder can start an ego-encoder run the same way: everything but
+        # the encoder carries over (the prompt loses its history digits, nothing else), and
+        # the encoder may read another number of history rows than the digits held.
+        fresh_ego = (
+            isinstance(source, PlannerModel)
+            and source.config.ego_encoder is None
+            and mine.ego_encoder is not None
+        )
+        if fresh_ego:
+            rows = source.config.schema.get("num_history", mine.schema.get("num_history"))
+            schema = dict(mine.schema) | {"num_history": rows}
+            mine = dataclasses.replace(mine, ego_encoder=None, schema=schema)
         if not isinstance(source, PlannerModel) or source.config != mine:
             raise TrainError(f"{folder}: not a planner of this run's architecture and schema")
-        result = self.model.load_state_dict(source.state_dict(), strict=not fresh_head)
-        if fresh_head and (
-            result.unexpected_keys
-            or any(not k.startswith("flow_head.") for k in result.missing_keys)
+        fresh = tuple(
+            p for p, new in (("flow_head.", fresh_head), ("ego_encoder.", fresh_ego)) if new
+        )
+        result = self.model.load_state_dict(source.state_dict(), strict=not fresh)
+        if fresh and (
+            result.unexpected_keys or any(not k.startswith(fresh) for k in result.missing_keys)
         ):
             raise TrainError(f"{folder}: tensors do not match: {result}")
 

@@ -1,0 +1,254 @@
+"""The numeric ego encoder: the prompt's ego slots, what fills them, folders, fine-tuning.
+
+The serving path (Planner.embed) and the training path (SASDModule.prompt_embeds) must give
+the same prompt embeddings for the same sample; a folder with an encoder round-trips, and
+config/tensors that disagree never load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from blockplan.model.config import ModelConfigError
+from blockplan.model.ego import EgoEncoder, EgoEncoderConfig
+from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
+from blockplan.model.weights import WeightsError, load_pretrained
+from blockplan.schema import ego_history_array, render_prompt
+from blockplan.train.recipe import Recipe
+from blockplan.types import EgoState
+
+CAMERAS = ("front", "rear")
+
+
+@pytest.fixture(scope="module")
+def recipes():
+    digits = Recipe.build("test", CAMERAS, 2)
+    ego = Recipe.build("test", CAMERAS, 2, ego_tokens=4)
+    return digits, ego
+
+
+def _history(seed: int, rows: int = 3) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.normal(0, 5, (rows, 6))
+
+
+def _render(recipe, history=None, command=None):
+    mc = recipe.model_config
+    return render_prompt(
+        None,
+        recipe.tokenizer,
+        recipe.schema,
+        mc.camera_names,
+        mc.num_frames,
+        mc.tokens_per_image,
+        ego_history=history,
+        route_command=command,
+        ego_tokens=mc.ego_tokens,
+    )
+
+
+def test_prompt_has_slots_instead_of_digits(recipes):
+    digits, ego = recipes
+    d, e = _render(digits, _history(0)), _render(ego, _history(0))
+    assert d.ego_span is None and d.ego_history is None and d.ego_inputs() == {}
+    assert e.ego_span is not None and e.ego_span[1] - e.ego_span[0] == 4
+    # the ~130 history digits are gone; the images and the header are where they were
+    assert len(e) < len(d) - 100
+    assert e.image_spans == d.image_spans and e.header_end == d.header_end
+    null = ego.tokenizer.token_id(ego.schema.null_token)
+    assert np.all(e.token_ids[e.ego_span[0] : e.ego_span[1]] == null)
+    np.testing.assert_allclose(e.ego_history, _history(0), rtol=1e-6)
+    # every history and command gives the template's length and slots
+    other = _render(ego, _history(1), ego.schema.route_commands[-1])
+    assert len(other) == len(ego.template) == len(e) and other.ego_span == e.ego_span
+    # the history no longer changes the ids: only the command does
+    same_command = _render(ego, _history(1))
+    np.testing.assert_array_equal(same_command.token_ids, e.token_ids)
+
+
+def test_observation_rows_are_the_schema_rows(recipes):
+    _, ego = recipes
+    from blockplan.types import Observation
+
+    states = [
+        EgoState(stamp_ns=int(k * 0.25e9), x=3.0 * k, y=0.1 * k, yaw=0.01 * k, v_x=12.0)
+        for k in range(9)
+    ]
+    obs = Observation(stamp_ns=states[-1].stamp_ns, frames=(), ego_history=tuple(states))
+    mc = ego.model_config
+    layout = render_prompt(
+        obs,
+        ego.tokenizer,
+        ego.schema,
+        mc.camera_names,
+        mc.num_frames,
+        mc.tokens_per_image,
+        ego_tokens=4,
+    )
+    want = ego_history_array(states, obs.stamp_ns, ego.schema)
+    np.testing.assert_allclose(layout.ego_history, want, rtol=1e-6, atol=1e-6)
+
+
+def test_encoder_fills_the_slots_and_reads_the_history(recipes):
+    _, ego = recipes
+    torch.manual_seed(0)
+    model = PlannerModel(ego.model_config).eval()
+    layout = _render(ego, _history(0))
+    ids = torch.tensor(layout.token_ids)
+    G, W = ego.model_config.tokens_per_image, model.decoder_config.hidden_size
+    visual = torch.randn(len(CAMERAS) * 2, G, W)
+    with torch.no_grad():
+        embeds = model.embed_prompt(ids, layout.image_spans, visual, **layout.ego_inputs())
+        start, end = layout.ego_span
+        want = model.ego_encoder(torch.tensor(_history(0), dtype=torch.float32))
+        torch.testing.assert_close(embeds[0, start:end], want)
+        text = model.embed(ids[None])
+        torch.testing.assert_close(embeds[0, end:], text[0, end:])
+        other = model.embed_prompt(
+            ids, layout.image_spans, visual, ego_span=layout.ego_span, ego_history=_history(1)
+        )
+    assert not torch.allclose(other[0, start:end], embeds[0, start:end])
+    torch.testing.assert_close(other[0, :start], embeds[0, :start])
+
+
+def test_slots_and_encoder_must_agree(recipes):
+    digits, ego = recipes
+    model = PlannerModel(ego.model_config).eval()
+    plain = PlannerModel(digits.model_config).eval()
+    e, d = _render(ego, _history(0)), _render(digits, _history(0))
+    W = model.decoder_config.hidden_size
+    visual = torch.zeros(len(CAMERAS) * 2, ego.model_config.tokens_per_image, W)
+    with pytest.raises(ValueError, match="ego"):
+        model.embed_prompt(torch.tensor(e.token_ids), e.image_spans, visual)
+    with pytest.raises(ValueError, match="ego"):
+        plain.embed_prompt(torch.tensor(d.token_ids), d.image_spans, visual, **e.ego_inputs())
+    with pytest.raises(ValueError, match="rows"):
+        model.ego_encoder(torch.zeros(4, 6))
+    with pytest.raises(ModelConfigError, match="num_history"):
+        dataclasses.replace(ego.model_config, ego_encoder=EgoEncoderConfig(tokens=4, rows=5))
+    with pytest.raises(ModelConfigError, match="tokens"):
+        EgoEncoderConfig(tokens=0)
+    with pytest.raises(ModelConfigError, match="unknown"):
+        EgoEncoderConfig.from_dict({"tokens": 2, "width": 3})
+
+
+def test_folder_round_trip_and_mismatches(recipes, tmp_path):
+    digits, ego = recipes
+    torch.manual_seed(0)
+    model = PlannerModel(ego.model_config).eval()
+    model.save_pretrained(tmp_path / "ego", tokenizer_json=ego.tokenizer.to_str())
+    raw = json.loads((tmp_path / "ego" / "config.json").read_text())
+    assert raw["ego_encoder"] == {"tokens": 4, "rows": 3, "hidden": 256}
+    back = load_pretrained(tmp_path / "ego")
+    assert back.config == model.config and back.config.ego_tokens == 4
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(back.state_dict()[name], tensor), name
+    # digit folders write no key and read back without an encoder
+    assert "ego_encoder" not in digits.model_config.to_dict()
+    assert PlannerModelConfig.from_dict(digits.model_config.to_dict()).ego_encoder is None
+
+    from blockplan.model.planner_model import PlannerModel as PM
+
+    state = model.folder_state()
+    # encoder tensors with a digit config, or a config whose encoder lacks its tensors
+    with pytest.raises(ModelConfigError, match="ego_encoder"):
+        PM.from_config_and_state(digits.model_config.to_dict(), dict(state), "x")
+    partial = {k: v for k, v in state.items() if not k.startswith("ego_encoder.net.4")}
+    with pytest.raises(WeightsError, match="missing"):
+        PM.from_config_and_state(ego.model_config.to_dict(), partial, "x")
+
+
+def test_training_and_serving_embed_the_same():
+    """SASDModule.prompt_embeds (a batch of data set rows) equals Planner.embed (the
+    Observation of the same instant) for an ego-encoder model."""
+    from blockplan.config import PlannerConfig
+    from blockplan.planner.planner import Planner
+    from blockplan.planner.synthetic import synthetic_observation
+    from blockplan.train.examples import ExampleEncoder
+    from blockplan.train.objective import SASDModule
+
+    config = PlannerConfig()
+    ego = Recipe.build("test", tuple(config.camera_names), 2, ego_tokens=4)
+    torch.manual_seed(0)
+    model = PlannerModel(ego.model_config).eval()
+    planner = Planner(model, ego.tokenizer, config, ego.schema)
+    vision = ego.model_config.vision  # frames at the model's size: no resampling on either side
+    size = (vision.image_height, vision.image_width)
+    obs = synthetic_observation(config, seed=3, size=size, schema=ego.schema)
+    served, layout = planner.embed(obs, {})
+    encoder = ExampleEncoder(ego)
+    history = ego_history_array(obs.ego_history, obs.stamp_ns, ego.schema)
+    prompt_ids = encoder.prompt_ids(history, obs.route_command)
+    np.testing.assert_array_equal(prompt_ids, layout.token_ids)
+    images = np.stack([encoder.resize(f.image[None])[0] for f in obs.frames])
+    module = SASDModule(model, ego).eval()
+    with torch.no_grad():
+        trained = module.prompt_embeds(
+            torch.tensor(prompt_ids)[None],
+            torch.from_numpy(images)[None],
+            torch.tensor(history, dtype=torch.float32)[None],
+        )
+    torch.testing.assert_close(trained, served, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="ego history"):
+        module.prompt_embeds(torch.tensor(prompt_ids)[None], torch.from_numpy(images)[None])
+
+
+def test_fine_tuning_from_a_digit_folder_keeps_everything_but_the_encoder(recipes, tmp_path):
+    from blockplan.train.trainer import TrainConfig, Trainer, TrainError
+
+    digits, ego = recipes
+    torch.manual_seed(1)
+    source = PlannerModel(digits.model_config).eval()
+    source.save_pretrained(tmp_path / "digits", tokenizer_json=digits.tokenizer.to_str())
+
+    class _Data:  # the two fields the Trainer reads before a step
+        future_xy = np.zeros((16, 20, 2))
+        episode = np.asarray([f"e-{i}" for i in range(16)])
+
+        def __len__(self):
+            return 16
+
+    config = TrainConfig(steps=1, batch_size=4)
+    trainer = Trainer(ego, _Data(), tmp_path / "run", config, progress=False)
+    before = {k: v.clone() for k, v in trainer.model.ego_encoder.state_dict().items()}
+    trainer.init_from(tmp_path / "digits")
+    mine = trainer.model.state_dict()
+    for name, tensor in source.state_dict().items():
+        assert torch.equal(mine[name], tensor), name
+    for name, tensor in trainer.model.ego_encoder.state_dict().items():
+        assert torch.equal(before[name], tensor), name  # the encoder keeps its init
+    # the encoder may read more history rows than the digits held
+    from blockplan.train.recipe import reference_schema
+
+    longer = Recipe.build(
+        "test",
+        CAMERAS,
+        2,
+        schema=dataclasses.replace(reference_schema(), num_history=5),
+        ego_tokens=4,
+    )
+    five = Trainer(longer, _Data(), tmp_path / "run5", config, progress=False)
+    five.init_from(tmp_path / "digits")
+    assert five.model.ego_encoder.config.rows == 5
+    assert torch.equal(
+        five.model.state_dict()["decoder.model.embed_tokens.weight"],
+        source.state_dict()["decoder.model.embed_tokens.weight"],
+    )
+    # the other way round (an encoder folder into a digit run) is refused
+    PlannerModel(ego.model_config).save_pretrained(
+        tmp_path / "ego", tokenizer_json=ego.tokenizer.to_str()
+    )
+    plain = Trainer(digits, _Data(), tmp_path / "run2", config, progress=False)
+    with pytest.raises(TrainError, match="architecture"):
+        plain.init_from(tmp_path / "ego")
+
+
+def test_encoder_scales_inputs():
+    enc = EgoEncoder(EgoEncoderConfig(tokens=2, rows=3, hidden=8), hidden_size=16)
+    out = enc(torch.zeros(5, 3, 6))
+    assert out.shape == (5, 2, 16)
