@@ -239,6 +239,20 @@ def test_fine_tuning_from_a_digit_folder_keeps_everything_but_the_encoder(recipe
         five.model.state_dict()["decoder.model.embed_tokens.weight"],
         source.state_dict()["decoder.model.embed_tokens.weight"],
     )
+    # an encoder folder widens to more rows: the old rows' weights stay, the new are zero,
+    # so the widened encoder computes what the source did whatever the older rows hold
+    three = Trainer(ego, _Data(), tmp_path / "run3", config, progress=False)
+    three.init_from(tmp_path / "digits")
+    three.model.save_pretrained(tmp_path / "three", tokenizer_json=ego.tokenizer.to_str())
+    widened = Trainer(longer, _Data(), tmp_path / "run5w", config, progress=False)
+    widened.init_from(tmp_path / "three")
+    h = torch.randn(3, 6)
+    older = torch.cat([torch.randn(2, 6), h])
+    with torch.no_grad():
+        torch.testing.assert_close(widened.model.ego_encoder(older), three.model.ego_encoder(h))
+    # but not to fewer rows
+    with pytest.raises(TrainError, match="architecture"):
+        three.init_from(_save(widened.model, tmp_path / "five", ego))
     # the other way round (an encoder folder into a digit run) is refused
     PlannerModel(ego.model_config).save_pretrained(
         tmp_path / "ego", tokenizer_json=ego.tokenizer.to_str()
@@ -246,6 +260,11 @@ def test_fine_tuning_from_a_digit_folder_keeps_everything_but_the_encoder(recipe
     plain = Trainer(digits, _Data(), tmp_path / "run2", config, progress=False)
     with pytest.raises(TrainError, match="architecture"):
         plain.init_from(tmp_path / "ego")
+
+
+def _save(model, path, recipe):
+    model.save_pretrained(path, tokenizer_json=recipe.tokenizer.to_str())
+    return path
 
 
 def test_encoder_scales_inputs():

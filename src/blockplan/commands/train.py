@@ -79,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-minutes", type=float, help="stop and save after this much wall time")
     parser.add_argument(
+        "--stop-after",
+        type=int,
+        help="stop and save at this step (the schedule stays that of --steps; "
+        "--resume continues)",
+    )
+    parser.add_argument(
         "--resume", action="store_true", help="continue from OUT/checkpoint when it exists"
     )
     parser.add_argument("--init-from", help="start from this model folder's weights (fine-tuning)")
@@ -212,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
                 len(train_set),
                 trainer.steps_per_epoch * config.batch_size,
             )
-        final = trainer.fit()
+        final = trainer.fit(until=args.stop_after)
     except (DataError, TrainError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -30,6 +30,7 @@ from torch.utils.data import DistributedSampler
 from tqdm import tqdm
 
 from blockplan.errors import UserError
+from blockplan.model.ego import NUM_COLUMNS
 from blockplan.model.planner_model import PlannerModel
 from blockplan.train.checkpoint import MODEL_DIR, load_checkpoint, save_checkpoint
 from blockplan.train.distributed import (
@@ -143,6 +144,16 @@ def make_optimizer(module: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95))
 
 
+EGO_INPUT = "ego_encoder.net.0.weight"  # the encoder's input layer, (hidden, rows * 6)
+
+
+def widen_rows(weight: torch.Tensor, extra: int) -> torch.Tensor:
+    """The ego encoder's input weights for `extra` more, older history rows (they come
+    first in the flattened input) at zero weight."""
+    zeros = weight.new_zeros(weight.shape[0], extra * NUM_COLUMNS)
+    return torch.cat([zeros, weight], dim=1)
+
+
 class Trainer:
     def __init__(
         self,
@@ -227,12 +238,25 @@ class Trainer:
             rows = source.config.schema.get("num_history", mine.schema.get("num_history"))
             schema = dict(mine.schema) | {"num_history": rows}
             mine = dataclasses.replace(mine, ego_encoder=None, schema=schema)
+        # An encoder folder can start a run that reads more (older) history rows: the new
+        # rows' input weights start at zero, so the model first computes what it did.
+        state = source.state_dict() if isinstance(source, PlannerModel) else {}
+        theirs = source.config.ego_encoder if isinstance(source, PlannerModel) else None
+        if theirs is not None and mine.ego_encoder is not None:
+            extra = mine.ego_encoder.rows - theirs.rows
+            if extra > 0 and dataclasses.replace(mine.ego_encoder, rows=theirs.rows) == theirs:
+                mine = dataclasses.replace(
+                    mine,
+                    ego_encoder=theirs,
+                    schema=dict(mine.schema) | {"num_history": theirs.rows},
+                )
+                state = dict(state) | {EGO_INPUT: widen_rows(state[EGO_INPUT], extra)}
         if not isinstance(source, PlannerModel) or source.config != mine:
             raise TrainError(f"{folder}: not a planner of this run's architecture and schema")
         fresh = tuple(
             p for p, new in (("flow_head.", fresh_head), ("ego_encoder.", fresh_ego)) if new
         )
-        result = self.model.load_state_dict(source.state_dict(), strict=not fresh)
+        result = self.model.load_state_dict(state, strict=not fresh)
         if fresh and (
             result.unexpected_keys or any(not k.startswith(fresh) for k in result.missing_keys)
         ):
