@@ -110,11 +110,29 @@ def test_ego_history_turning_vehicle(schema):
     np.testing.assert_allclose(history[-1], [0, 0, v, 0, 0, 0], atol=1e-9)
 
 
-def test_short_history_holds_the_oldest_state(schema):
+def test_short_history_goes_back_along_the_oldest_velocity(schema):
+    """Rows before the oldest state (a node that just started) continue it backwards at its
+    velocity: the straight 10 m/s history as if it had been recorded all along."""
+    full = ego_history_array(straight_history(10.0), seconds_to_ns(100.0), schema)
     states = straight_history(10.0)[-11:]  # 1 s of history
     history = ego_history_array(states, seconds_to_ns(100.0), schema)
-    np.testing.assert_allclose(history[:3, 0], -10.0, atol=1e-9)
-    np.testing.assert_allclose(history[4:, 0], [-10.0, -5.0, 0.0], atol=1e-9)
+    np.testing.assert_allclose(history[:, 0], [-30.0, -25.0, -20.0, -15.0, -10.0, -5.0, 0.0])
+    np.testing.assert_allclose(history, full, atol=1e-9)
+    # a turning vehicle: back along its heading at the oldest state, speed held
+    turning = [
+        EgoState(
+            stamp_ns=seconds_to_ns(99.0 + 0.1 * k),
+            x=k * 1.0,
+            y=k * 1.0,
+            yaw=np.pi / 4,
+            v_x=np.sqrt(200.0),
+        )
+        for k in range(11)
+    ]
+    h = ego_history_array(turning, seconds_to_ns(100.0), schema)  # ego frame: x along 45°
+    np.testing.assert_allclose(h[:, 0], -np.sqrt(200.0) * np.arange(3.0, -0.1, -0.5), atol=1e-9)
+    np.testing.assert_allclose(h[:, 1], 0.0, atol=1e-9)
+    np.testing.assert_allclose(h[:, 2], np.sqrt(200.0), atol=1e-9)
 
 
 @pytest.mark.parametrize(

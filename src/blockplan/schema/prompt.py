@@ -53,7 +53,8 @@ class PromptText:
 def ego_history_array(states: Sequence[EgoState], t0_ns: int, schema: DrivingSchema) -> np.ndarray:
     """(num_history, 6) [x, y, vx, vy, ax, ay] at t0 - (num_history-1)·period … t0, in the ego
     frame at t0 (x forward, y left). States are linearly interpolated by stamp (yaw
-    unwrapped); before the oldest state the oldest is held, after the newest the newest."""
+    unwrapped); before the oldest state the position goes back along the oldest state's
+    velocity (heading, speed and acceleration held), after the newest the newest is held."""
     if not states:
         raise SchemaError("ego_history is empty: need at least the ego state at t0")
     stamps = np.array([ns_to_seconds(s.stamp_ns) for s in states])  # (S,)
@@ -68,6 +69,16 @@ def ego_history_array(states: Sequence[EgoState], t0_ns: int, schema: DrivingSch
         raise SchemaError("ego_history holds a non-finite value")
     fields[:, 2] = np.unwrap(fields[:, 2])
     at = np.stack([np.interp(times, stamps, fields[:, k]) for k in range(7)], axis=-1)  # (H, 7)
+    # Before the oldest state (a node that just started): the vehicle was already moving, so
+    # those rows continue the oldest state backwards at its velocity rather than holding its
+    # position (a frozen position with a non-zero velocity is a history no data holds).
+    early = times < stamps[0]
+    if np.any(early):
+        _, _, yaw, vx, vy = fields[0, :5]
+        velocity = np.array(
+            [np.cos(yaw) * vx - np.sin(yaw) * vy, np.sin(yaw) * vx + np.cos(yaw) * vy]
+        )
+        at[early, :2] = fields[0, :2] + (times[early] - stamps[0])[:, None] * velocity
     ref = np.array([np.interp(t0, stamps, fields[:, k]) for k in range(3)])  # x0, y0, yaw0
     c, s = np.cos(ref[2]), np.sin(ref[2])
     world_to_ego = np.array([[c, s], [-s, c]])  # R(-yaw0)
