@@ -81,8 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stop-after",
         type=int,
-        help="stop and save at this step (the schedule stays that of --steps; "
-        "--resume continues)",
+        help="stop and save at this step (the schedule stays that of --steps; --resume continues)",
     )
     parser.add_argument(
         "--resume", action="store_true", help="continue from OUT/checkpoint when it exists"
