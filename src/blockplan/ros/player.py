@@ -263,7 +263,7 @@ def run_player(
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     node = Node("blockplan_player")
     observer = None
-    executor = None
+    executor = spinner = None
     player = None
     try:
         if observe_dir is not None:
@@ -274,7 +274,8 @@ def run_player(
             observer = PlannerObserver(node, namespace=observe_namespace)
             executor = SingleThreadedExecutor()
             executor.add_node(node)
-            threading.Thread(target=executor.spin, daemon=True).start()
+            spinner = threading.Thread(target=executor.spin, daemon=True)
+            spinner.start()
         player = BagPlayer(
             node,
             bag,
@@ -293,6 +294,10 @@ def run_player(
     finally:
         if executor is not None:
             executor.shutdown(timeout_sec=1.0)
+            # The spin thread must be out of its wait before the node and the context go:
+            # a thread still inside rclpy's C++ wait at exit aborts the process
+            # ("terminate called without an active exception").
+            spinner.join(timeout=5.0)
         node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
