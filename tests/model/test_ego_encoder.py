@@ -271,3 +271,57 @@ def test_encoder_scales_inputs():
     enc = EgoEncoder(EgoEncoderConfig(tokens=2, rows=3, hidden=8), hidden_size=16)
     out = enc(torch.zeros(5, 3, 6))
     assert out.shape == (5, 2, 16)
+
+
+def test_a_flow_head_run_with_an_encoder_starts_from_a_digit_token_folder(recipes, tmp_path):
+    """Both new parts (flow head, ego encoder) start fresh; everything else carries over, and
+    the joint loss runs with the ego history."""
+    from blockplan.train.objective import SASDModule, draw_flow_noise, draw_noise
+    from blockplan.train.trainer import TrainConfig, Trainer
+
+    digits, _ = recipes
+    both = Recipe.build("test", CAMERAS, 2, trajectory_head="flow", ego_tokens=4)
+    torch.manual_seed(2)
+    source = PlannerModel(digits.model_config).eval()
+    _save(source, tmp_path / "digits", digits)
+
+    class _Data:
+        future_xy = np.zeros((16, 20, 2))
+        episode = np.asarray([f"e-{i}" for i in range(16)])
+
+        def __len__(self):
+            return 16
+
+    trainer = Trainer(
+        both, _Data(), tmp_path / "run", TrainConfig(steps=1, batch_size=4), progress=False
+    )
+    trainer.init_from(tmp_path / "digits")
+    mine = trainer.model.state_dict()
+    for name, tensor in source.state_dict().items():
+        assert torch.equal(mine[name], tensor), name
+    module = SASDModule(trainer.model, both)
+    rng = np.random.default_rng(0)
+    B, P = 2, len(both.template)
+    prompt = torch.tensor(np.stack([both.template.token_ids] * B))
+    answer = torch.randint(0, 40, (B, len(both.scaffold)))
+    noisy, masks = draw_noise(module.layout, answer.numpy(), module.mask_id, rng)
+    x0, tau = draw_flow_noise(B, rng)
+    vision = both.model_config.vision
+    images = torch.zeros(
+        B, len(CAMERAS) * 2, vision.image_height, vision.image_width, 3, dtype=torch.uint8
+    )
+    out = module(
+        prompt,
+        answer,
+        images,
+        torch.from_numpy(noisy),
+        torch.from_numpy(masks),
+        future_xy=torch.zeros(B, 20, 2),
+        flow_noise=torch.from_numpy(x0),
+        flow_tau=torch.from_numpy(tau),
+        ego_history=torch.zeros(B, 3, 6),
+    )
+    assert torch.isfinite(out["loss"]) and "flow" in out
+    out["loss"].backward()
+    assert trainer.model.ego_encoder.net[0].weight.grad is not None
+    assert len(prompt[0]) == P
