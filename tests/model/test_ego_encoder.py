@@ -32,6 +32,16 @@ def recipes():
     return digits, ego
 
 
+class _Data:
+    """The two fields the Trainer reads before a step (16 samples)."""
+
+    future_xy = np.zeros((16, 20, 2))
+    episode = np.asarray([f"e-{i}" for i in range(16)])
+
+    def __len__(self):
+        return 16
+
+
 def _history(seed: int, rows: int = 3) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return rng.normal(0, 5, (rows, 6))
@@ -206,13 +216,6 @@ def test_fine_tuning_from_a_digit_folder_keeps_everything_but_the_encoder(recipe
     source = PlannerModel(digits.model_config).eval()
     source.save_pretrained(tmp_path / "digits", tokenizer_json=digits.tokenizer.to_str())
 
-    class _Data:  # the two fields the Trainer reads before a step
-        future_xy = np.zeros((16, 20, 2))
-        episode = np.asarray([f"e-{i}" for i in range(16)])
-
-        def __len__(self):
-            return 16
-
     config = TrainConfig(steps=1, batch_size=4)
     trainer = Trainer(ego, _Data(), tmp_path / "run", config, progress=False)
     before = {k: v.clone() for k, v in trainer.model.ego_encoder.state_dict().items()}
@@ -284,13 +287,6 @@ def test_a_flow_head_run_with_an_encoder_starts_from_a_digit_token_folder(recipe
     torch.manual_seed(2)
     source = PlannerModel(digits.model_config).eval()
     _save(source, tmp_path / "digits", digits)
-
-    class _Data:
-        future_xy = np.zeros((16, 20, 2))
-        episode = np.asarray([f"e-{i}" for i in range(16)])
-
-        def __len__(self):
-            return 16
 
     trainer = Trainer(
         both, _Data(), tmp_path / "run", TrainConfig(steps=1, batch_size=4), progress=False
