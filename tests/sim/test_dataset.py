@@ -142,3 +142,31 @@ def test_samples_whose_future_backs_up_are_left_out(highway_log) -> None:
     np.testing.assert_array_equal(forward_times(log, times), [3.0, 3.5])  # futures end < 9 s
     log.ego[log.index_at(9.0) :, EGO_SPEED] = -0.2  # a creep at a stop is no reversing
     np.testing.assert_array_equal(forward_times(log, times), times)
+
+
+def test_samples_from_the_start_of_the_recording_see_what_the_runtime_sees(highway_log) -> None:
+    """`start_s=0`: the first sample is the hand-over instant. Its history holds only the
+    recorded states, so the prompt rows before t = 0 continue the first state backwards
+    (`ego_history_array`, as the node does at start-up), and the oldest frame pads the
+    window (the frame buffer's `is_padded`)."""
+    from blockplan.schema import default_schema
+    from blockplan.schema.prompt import ego_history_array
+    from blockplan.sim.dataset import episode_samples, sample_observation
+    from blockplan.sim.labels import ego_state
+
+    options = DatasetOptions(scenarios=("highway",), episodes=1, duration_s=12.0, start_s=0.0)
+    arrays, _ = episode_samples(highway_log, load_rig(), options)
+    assert arrays["stamp_ns"][0] == 0
+    np.testing.assert_array_equal(arrays["frame_stamps_ns"][0], [0, 0])
+    np.testing.assert_array_equal(arrays["images"][0][:, 0], arrays["images"][0][:, 1])
+    obs = sample_observation(arrays, 0)
+    assert {s.stamp_ns for s in obs.ego_history} == {0}
+    schema = default_schema()
+    only_now = ego_history_array([ego_state(highway_log, 0)], 0, schema)
+    np.testing.assert_allclose(arrays["ego_history"][0], only_now, atol=1e-5)
+    assert np.all(np.diff(only_now[:, 0]) > 0)  # moving: the rows before t = 0 lie behind
+    later = DatasetOptions(scenarios=("highway",), episodes=1, duration_s=12.0)
+    first, _ = episode_samples(highway_log, load_rig(), later)
+    assert first["stamp_ns"][0] == 3_000_000_000  # the default waits for a full history
+    with pytest.raises(DatasetError, match="start"):
+        DatasetOptions(scenarios=("highway",), episodes=1, duration_s=12.0, start_s=-1.0)

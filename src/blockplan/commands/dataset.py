@@ -35,6 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.5,
         help="seconds between samples of an episode (0.5)",
     )
+    parser.add_argument(
+        "--start",
+        type=float,
+        default=None,
+        help="first sample time in s (default: once a full frame window and ego history lie "
+        "behind it; 0: from the moment the recording, and a closed-loop hand-over, begins)",
+    )
     parser.add_argument("--num-frames", type=int, default=2, help="frames per camera (2)")
     parser.add_argument(
         "--frame-period", type=float, default=0.5, help="seconds between a sample's frames (0.5)"
@@ -72,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
             frame_period_s=args.frame_period,
             val_fraction=args.val_fraction,
             test_fraction=args.test_fraction,
+            start_s=args.start,
         )
         writer = DatasetWriter(
             args.out, options, rig, export_fastddrive=not args.no_export, workers=args.workers

@@ -25,6 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "robot data set with --embodiment robot",
     )
     src.add_argument("--fastddrive", help="a Fast-dDrive JSON file of training records")
+    parser.add_argument(
+        "--extra-data",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="another `blockplan dataset` folder whose train/val splits join --data's "
+        "(repeatable; same frame spacing), e.g. one sampled from the start of each recording",
+    )
     parser.add_argument("--val-fastddrive", help="Fast-dDrive JSON validation records")
     parser.add_argument("--out", required=True, help="run folder: metrics, checkpoint, best")
     parser.add_argument(
@@ -142,7 +150,12 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from blockplan.train.distributed import close_distributed, init_distributed
-    from blockplan.train.examples import DataError, load_examples, load_fastddrive
+    from blockplan.train.examples import (
+        DataError,
+        concat_examples,
+        load_examples,
+        load_fastddrive,
+    )
     from blockplan.train.recipe import Recipe
     from blockplan.train.trainer import TrainConfig, Trainer, TrainError
 
@@ -161,6 +174,14 @@ def run(args: argparse.Namespace) -> int:
             from blockplan.train.examples import read_manifest
 
             period = read_manifest(args.data).get("options", {}).get("frame_period_s")
+            for extra in args.extra_data:
+                other = read_manifest(extra).get("options", {}).get("frame_period_s")
+                if other != period:
+                    raise DataError(
+                        f"--extra-data {extra}: frames {other} s apart, --data's {period} s"
+                    )
+        elif args.extra_data:
+            raise DataError("--extra-data joins a --data folder")
         schema = None
         if args.history_rows is not None:
             from blockplan.train.recipe import reference_schema
@@ -179,12 +200,19 @@ def run(args: argparse.Namespace) -> int:
         )
         show = ctx.is_main
         if args.data:
-            train_set = load_examples(args.data, "train", recipe, progress=show)
-            try:
-                val_set = load_examples(args.data, "val", recipe, progress=show)
-            except DataError as e:
-                log.warning("no validation split (%s): best = latest", e)
-                val_set = None
+            folders = [args.data, *args.extra_data]
+            train_set = concat_examples(
+                [load_examples(f, "train", recipe, progress=show) for f in folders]
+            )
+            val_parts = []
+            for folder in folders:
+                try:
+                    val_parts.append(load_examples(folder, "val", recipe, progress=show))
+                except DataError as e:
+                    log.warning("no validation split (%s)", e)
+            val_set = concat_examples(val_parts) if val_parts else None
+            if val_set is None:
+                log.warning("no validation samples: best = latest")
         else:
             train_set = load_fastddrive(args.fastddrive, recipe)
             val_set = load_fastddrive(args.val_fastddrive, recipe) if args.val_fastddrive else None

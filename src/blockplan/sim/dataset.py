@@ -82,6 +82,10 @@ class DatasetOptions:
     val_fraction: float = 0.1
     test_fraction: float = 0.1
     max_attempts_factor: int = 4  # at most factor * episodes seeds tried per scenario
+    # The first sample time (s into the recording); None: a full frame window and ego history
+    # behind it. An earlier start (e.g. 0, the moment a closed-loop run hands over) has the
+    # history and frames before the recording continued the way the runtime does at start-up.
+    start_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in self.scenarios:
@@ -102,12 +106,17 @@ class DatasetOptions:
                 f"val_fraction={self.val_fraction}, test_fraction={self.test_fraction}: "
                 "must be >= 0 with a sum < 1"
             )
+        if self.start_s is not None and not self.start_s >= 0:
+            raise DatasetError(f"start={self.start_s}: must be >= 0 s")
         if self.num_frames < 1 or self.frame_period_s <= 0 or self.sample_period_s <= 0:
             raise DatasetError("num_frames >= 1, frame_period_s > 0, sample_period_s > 0")
 
 
 def sample_start_s(options: DatasetOptions) -> float:
-    """The first sample time: a full frame window and a full ego history lie behind it."""
+    """The first sample time: `options.start_s`, or else the first with a full frame window
+    and a full ego history behind it."""
+    if options.start_s is not None:
+        return options.start_s
     schema = default_schema()
     history = schema.history_period_s * (schema.num_history - 1)
     return max((options.num_frames - 1) * options.frame_period_s, history)
@@ -175,8 +184,10 @@ def episode_samples(
         cols.setdefault(key, []).append(value)
 
     for t0 in times:
+        # Before the recording began the oldest frame stands in, as in the runtime's window.
         frame_times = [
-            round(t0 - k * options.frame_period_s, 6) for k in range(options.num_frames - 1, -1, -1)
+            round(max(t0 - k * options.frame_period_s, 0.0), 6)
+            for k in range(options.num_frames - 1, -1, -1)
         ]
         for ft in frame_times:
             if ft not in frames:

@@ -92,6 +92,8 @@ class DatasetWriter:
     def _options_doc(self) -> dict[str, Any]:
         doc = asdict(self.options)
         doc["scenarios"] = list(self.options.scenarios)
+        if doc["start_s"] is None:  # the default: data sets written before the option match
+            del doc["start_s"]
         doc["cameras"] = list(self.rig.names)
         doc["image_size"] = [self.rig.cameras[0].height, self.rig.cameras[0].width]
         return doc

@@ -14,7 +14,7 @@ Sources:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -123,6 +123,16 @@ def _collect(rows: list[dict]) -> Examples:
     if not rows:
         raise DataError("no samples")
     return Examples(**{k: np.stack([r[k] for r in rows]) for k in rows[0]})
+
+
+def concat_examples(parts: list[Examples]) -> Examples:
+    """Samples of several sources encoded against one recipe, in order."""
+    if not parts:
+        raise DataError("no samples")
+    if len(parts) == 1:
+        return parts[0]
+    keys = [f.name for f in fields(Examples)]
+    return Examples(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in keys})
 
 
 def read_manifest(root: str | Path) -> dict:
