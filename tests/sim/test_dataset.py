@@ -103,6 +103,11 @@ def test_dataset_end_to_end_drops_crashes_and_resumes(tmp_path, crash_seed_zero)
 
     with pytest.raises(DatasetError, match="options"):
         DatasetWriter(tmp_path, dataclasses.replace(options, sample_period_s=1.0), rig)
+    # The default start is not written, so data sets from before the option still resume;
+    # another start is another data set.
+    assert "start_s" not in before["options"]
+    with pytest.raises(DatasetError, match="options"):
+        DatasetWriter(tmp_path, dataclasses.replace(options, start_s=0.0), rig)
 
 
 @pytest.mark.slow
