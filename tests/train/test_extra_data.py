@@ -50,3 +50,10 @@ def test_extra_data_with_other_frame_spacing_is_refused(dataset_dir, tmp_path, c
     (other / "manifest.json").write_text(json.dumps(manifest))
     assert _train(dataset_dir, tmp_path / "run", "--extra-data", str(other)) == 2
     assert "frames 0.25 s apart" in capsys.readouterr().err
+
+
+def test_extra_data_is_refused_for_a_robot_run(dataset_dir, tmp_path, capsys):
+    argv = ["-q", "train", "--embodiment", "robot", "--data", str(dataset_dir)]
+    argv += ["--out", str(tmp_path / "run"), "--steps", "1", "--extra-data", str(dataset_dir)]
+    assert main(argv) == 2
+    assert "vehicle data sets only" in capsys.readouterr().err

@@ -161,6 +161,9 @@ def run(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(args.num_threads)
     if args.embodiment == "robot":
+        if args.extra_data:
+            print("error: --extra-data joins vehicle data sets only", file=sys.stderr)
+            return 2
         return run_robot(args)
     if args.arch is not None and args.arch.startswith("robot-"):
         print(f"error: --arch {args.arch} needs --embodiment robot", file=sys.stderr)
