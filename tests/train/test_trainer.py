@@ -5,7 +5,10 @@ import pytest
 from blockplan.model.weights import load_pretrained
 from blockplan.train.distributed import parameter_digest
 from blockplan.train.examples import load_shards
+from blockplan.train.recipe import Recipe
 from blockplan.train.trainer import TrainConfig, Trainer, TrainError
+
+from .conftest import CAMERAS, NUM_FRAMES
 
 
 def test_lr_schedule_warms_up_then_decays():
@@ -24,8 +27,17 @@ def test_bad_config_is_rejected():
         TrainConfig(steps=0)
 
 
-def test_resume_continues_exactly(recipe, dataset_dir, tmp_path):
+@pytest.mark.parametrize(
+    "variant",
+    [{}, {"ego_tokens": 2}, {"ego_tokens": 2, "trajectory_head": "flow"}],
+    ids=["digits", "ego-encoder", "ego-encoder-flow"],
+)
+def test_resume_continues_exactly(variant, dataset_dir, tmp_path):
+    # Every model part the checkpoint holds comes back (an ego-encoder run once could not resume).
+    recipe = Recipe.build("test", CAMERAS, NUM_FRAMES, **variant)
     train = load_shards(dataset_dir, "train", recipe)
+    if variant.get("trajectory_head") == "flow":
+        recipe = recipe.with_flow_statistics(train.future_xy)
     val = load_shards(dataset_dir, "val", recipe)
     config = TrainConfig(
         steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3

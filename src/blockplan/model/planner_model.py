@@ -278,6 +278,25 @@ class PlannerModel(nn.Module):
         extra = {"tokenizer.json": tokenizer_json} if tokenizer_json is not None else None
         return save_folder(self.folder_state(), self.config.to_dict(), path, extra)
 
+    def load_parts(self, state: dict[str, torch.Tensor], where: str) -> None:
+        """Load the vision tower, the flow head and the ego encoder in place from a folder's
+        tensors (the decoder is loaded apart); a part the config lacks must have no tensors."""
+        visual = {
+            k.removeprefix(VISUAL_PREFIX): v
+            for k, v in state.items()
+            if k.startswith(VISUAL_PREFIX)
+        }
+        load_state(self.visual, visual, where)
+        for prefix, part, what in (
+            (FLOW_PREFIX, self.flow_head, "a token-head model"),
+            (EGO_PREFIX, self.ego_encoder, "a digit-prompt model"),
+        ):
+            tensors = {k.removeprefix(prefix): v for k, v in state.items() if k.startswith(prefix)}
+            if part is not None:
+                load_state(part, tensors, where)
+            elif tensors:
+                raise ModelConfigError(f"{where}: {prefix}* tensors in {what}")
+
     @classmethod
     def from_config_and_state(
         cls, raw: dict[str, Any], state: dict[str, torch.Tensor], where: str
@@ -291,22 +310,5 @@ class PlannerModel(nn.Module):
         }
         decoder = decoder_from_state(config.decoder, text, where)
         model.decoder.load_state_dict(decoder.state_dict())
-        visual = {
-            k.removeprefix(VISUAL_PREFIX): v
-            for k, v in state.items()
-            if k.startswith(VISUAL_PREFIX)
-        }
-        load_state(model.visual, visual, where)
-        flow = {
-            k.removeprefix(FLOW_PREFIX): v for k, v in state.items() if k.startswith(FLOW_PREFIX)
-        }
-        if model.flow_head is not None:
-            load_state(model.flow_head, flow, where)
-        elif flow:
-            raise ModelConfigError(f"{where}: flow_head.* tensors in a token-head model")
-        ego = {k.removeprefix(EGO_PREFIX): v for k, v in state.items() if k.startswith(EGO_PREFIX)}
-        if model.ego_encoder is not None:
-            load_state(model.ego_encoder, ego, where)
-        elif ego:
-            raise ModelConfigError(f"{where}: ego_encoder.* tensors in a digit-prompt model")
+        model.load_parts(state, where)
         return model

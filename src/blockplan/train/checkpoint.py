@@ -19,7 +19,13 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from blockplan.errors import UserError
-from blockplan.model.planner_model import FLOW_PREFIX, VISUAL_PREFIX, PlannerModel
+from blockplan.model.planner_model import (
+    EGO_PREFIX,
+    FLOW_PREFIX,
+    VISUAL_PREFIX,
+    ModelConfigError,
+    PlannerModel,
+)
 from blockplan.model.weights import load_state, read_state_dict, verify_manifest
 
 MODEL_DIR = "model"
@@ -73,19 +79,16 @@ def load_checkpoint(
     folder = path / MODEL_DIR
     verify_manifest(folder)
     state = read_state_dict(folder)
-    text = {k: v for k, v in state.items() if not k.startswith((VISUAL_PREFIX, FLOW_PREFIX))}
+    text = {
+        k: v for k, v in state.items() if not k.startswith((VISUAL_PREFIX, FLOW_PREFIX, EGO_PREFIX))
+    }
     if model.config.decoder.tie_word_embeddings:
         text["lm_head.weight"] = text["model.embed_tokens.weight"]
     load_state(model.decoder, text, str(folder))
-    visual = {
-        k.removeprefix(VISUAL_PREFIX): v for k, v in state.items() if k.startswith(VISUAL_PREFIX)
-    }
-    load_state(model.visual, visual, str(folder))
-    flow = {k.removeprefix(FLOW_PREFIX): v for k, v in state.items() if k.startswith(FLOW_PREFIX)}
-    if model.flow_head is not None or flow:
-        if model.flow_head is None:
-            raise CheckpointError(f"{folder}: flow_head.* tensors, the run has a token head")
-        load_state(model.flow_head, flow, str(folder))
+    try:
+        model.load_parts(state, str(folder))
+    except ModelConfigError as e:
+        raise CheckpointError(f"{e} (the checkpoint does not fit this run)") from None
     moments = load_file(path / OPTIMIZER_FILE)
     trainer_state = json.loads((path / STATE_FILE).read_text())
     params = [p for group in optimizer.param_groups for p in group["params"]]
