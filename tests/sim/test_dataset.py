@@ -42,8 +42,8 @@ def crash_seed_zero(monkeypatch):
     """Seed 0 'crashes' (the expert's collision is simulated by marking the log)."""
     real = writer_mod.run_episode
 
-    def run(scenario, seed, duration_s):
-        log = real(scenario, seed, duration_s)
+    def run(scenario, seed, duration_s, perturbations=()):
+        log = real(scenario, seed, duration_s, perturbations)
         return dataclasses.replace(log, crashed_at=1.0) if seed == 0 else log
 
     monkeypatch.setattr(writer_mod, "run_episode", run)
@@ -105,7 +105,7 @@ def test_dataset_end_to_end_drops_crashes_and_resumes(tmp_path, crash_seed_zero)
         DatasetWriter(tmp_path, dataclasses.replace(options, sample_period_s=1.0), rig)
     # The default start is not written, so data sets from before the option still resume;
     # another start is another data set.
-    assert "start_s" not in before["options"]
+    assert "start_s" not in before["options"] and "perturb_every_s" not in before["options"]
     with pytest.raises(DatasetError, match="options"):
         DatasetWriter(tmp_path, dataclasses.replace(options, start_s=0.0), rig)
 
@@ -123,8 +123,8 @@ def test_an_expert_that_backs_up_is_dropped(monkeypatch, tmp_path) -> None:
     """highway-env's IDM reverses behind a stopped car; such an episode is no demonstration."""
     real = writer_mod.run_episode
 
-    def run(scenario, seed, duration_s):
-        log = real(scenario, seed, duration_s)
+    def run(scenario, seed, duration_s, perturbations=()):
+        log = real(scenario, seed, duration_s, perturbations)
         if seed == 0:
             log.ego[60:, writer_mod.EGO_SPEED] = -1.0  # backs up from t = 3 s
         return log
@@ -147,6 +147,53 @@ def test_samples_whose_future_backs_up_are_left_out(highway_log) -> None:
     np.testing.assert_array_equal(forward_times(log, times), [3.0, 3.5])  # futures end < 9 s
     log.ego[log.index_at(9.0) :, EGO_SPEED] = -0.2  # a creep at a stop is no reversing
     np.testing.assert_array_equal(forward_times(log, times), times)
+
+
+def test_samples_whose_future_was_perturbed_are_left_out(highway_log) -> None:
+    from blockplan.sim.dataset import clean_times
+
+    times = np.arange(3.0, 7.01, 0.5)
+    np.testing.assert_array_equal(clean_times(highway_log, times), times)  # unperturbed
+    perturbed = np.zeros(highway_log.num_steps, dtype=bool)
+    perturbed[highway_log.index_at(9.0) : highway_log.index_at(9.5)] = True
+    log = dataclasses.replace(highway_log, perturbed=perturbed)
+    # the action at 9 s first moves the state at 9.05 s: a future ending at 9 s is clean,
+    # any later one is out; the history may hold the perturbation
+    np.testing.assert_array_equal(clean_times(log, times), [3.0, 3.5, 4.0])
+    perturbed[:] = False
+    perturbed[highway_log.index_at(2.0) : highway_log.index_at(2.5)] = True
+    np.testing.assert_array_equal(clean_times(log, times), times)
+
+
+def test_perturbed_episodes_keep_only_samples_the_expert_drove(tmp_path) -> None:
+    from blockplan.sim.dataset import episode_perturbations
+    from blockplan.sim.scenarios import SIM_HZ
+
+    options = DatasetOptions(
+        scenarios=("highway",), episodes=1, duration_s=14.0, perturb_every_s=3.0
+    )
+    with pytest.raises(DatasetError, match="perturb_every"):
+        dataclasses.replace(options, perturb_every_s=0.0)
+    assert episode_perturbations(dataclasses.replace(options, perturb_every_s=None), 0) == ()
+    events = episode_perturbations(options, 0)
+    assert events
+    manifest = DatasetWriter(tmp_path, options, load_rig()).run()
+    assert manifest["options"]["perturb_every_s"] == 3.0
+    (entry,) = manifest["episodes"]
+    assert entry["seed"] == 0
+    kept = load_shard(tmp_path / entry["shard"])["stamp_ns"] / 1e9
+    # The expected samples: every 0.5 s from 3 s whose 5 s future holds no perturbed step.
+    dt = 1.0 / SIM_HZ
+    acted = [
+        j * dt for j in range(int(round(14.0 * SIM_HZ))) if any(e.covers(j * dt) for e in events)
+    ]
+    expected = [
+        t0
+        for t0 in np.arange(3.0, 9.0 + 1e-9, 0.5)
+        if not any(round(t0 / dt) <= round(x / dt) < round((t0 + 5.0) / dt) for x in acted)
+    ]
+    assert 0 < len(expected) < 13  # some futures were perturbed, some not
+    np.testing.assert_allclose(kept, expected, atol=1e-6)
 
 
 def test_samples_from_the_start_of_the_recording_see_what_the_runtime_sees(highway_log) -> None:

@@ -42,6 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="first sample time in s (default: once a full frame window and ego history lie "
         "behind it; 0: from the moment the recording, and a closed-loop hand-over, begins)",
     )
+    parser.add_argument(
+        "--perturb-every",
+        type=float,
+        default=None,
+        metavar="S",
+        help="recovery samples: about every S s add 0.4-0.8 s of steering to the expert's, keep "
+        "only samples whose future the expert drove itself (default: no perturbations)",
+    )
     parser.add_argument("--num-frames", type=int, default=2, help="frames per camera (2)")
     parser.add_argument(
         "--frame-period", type=float, default=0.5, help="seconds between a sample's frames (0.5)"
@@ -80,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
             val_fraction=args.val_fraction,
             test_fraction=args.test_fraction,
             start_s=args.start,
+            perturb_every_s=args.perturb_every,
         )
         writer = DatasetWriter(
             args.out, options, rig, export_fastddrive=not args.no_export, workers=args.workers

@@ -33,7 +33,7 @@ import numpy as np
 
 from blockplan.errors import UserError
 from blockplan.schema import default_schema, ego_history_array, render_answer_text
-from blockplan.sim.episode import EGO_SPEED, EpisodeLog
+from blockplan.sim.episode import EGO_SPEED, EpisodeLog, Perturbation, perturbation_schedule
 from blockplan.sim.labels import (
     HORIZON_S,
     SampleLabel,
@@ -86,6 +86,10 @@ class DatasetOptions:
     # behind it. An earlier start (e.g. 0, the moment a closed-loop run hands over) has the
     # history and frames before the recording continued the way the runtime does at start-up.
     start_s: float | None = None
+    # Recovery samples: about every this many seconds the expert's steering is perturbed for
+    # 0.4-0.8 s (`episode.perturbation_schedule`); samples whose 5 s future holds a perturbed
+    # step are dropped, so every label is the expert's own driving. None: no perturbations.
+    perturb_every_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in self.scenarios:
@@ -108,6 +112,8 @@ class DatasetOptions:
             )
         if self.start_s is not None and not self.start_s >= 0:
             raise DatasetError(f"start={self.start_s}: must be >= 0 s")
+        if self.perturb_every_s is not None and not self.perturb_every_s > 0:
+            raise DatasetError(f"perturb_every={self.perturb_every_s}: must be > 0 s")
         if self.num_frames < 1 or self.frame_period_s <= 0 or self.sample_period_s <= 0:
             raise DatasetError("num_frames >= 1, frame_period_s > 0, sample_period_s > 0")
 
@@ -166,6 +172,20 @@ def forward_times(log: EpisodeLog, times: np.ndarray) -> np.ndarray:
     return np.asarray(times)[np.asarray(keep, dtype=bool)] if len(times) else np.asarray(times)
 
 
+def clean_times(log: EpisodeLog, times: np.ndarray) -> np.ndarray:
+    """The label times whose 5 s future no perturbation acted on (the history may hold one:
+    that is the state the expert recovers from)."""
+    keep = [log.is_clean(log.index_at(t0), log.index_at(t0 + HORIZON_S)) for t0 in times]
+    return np.asarray(times)[np.asarray(keep, dtype=bool)] if len(times) else np.asarray(times)
+
+
+def episode_perturbations(options: DatasetOptions, seed: int) -> tuple[Perturbation, ...]:
+    """The episode's perturbation schedule under `options` (none by default)."""
+    if options.perturb_every_s is None:
+        return ()
+    return perturbation_schedule(seed, options.duration_s, options.perturb_every_s, HORIZON_S)
+
+
 def episode_samples(
     log: EpisodeLog, rig: Rig, options: DatasetOptions, fits: Any = None
 ) -> tuple[dict[str, np.ndarray] | None, dict[float, dict[str, np.ndarray]]]:
@@ -174,6 +194,7 @@ def episode_samples(
     schema = default_schema()
     start = max(sample_start_s(options), 0.0)
     times = forward_times(log, label_times(log, options.sample_period_s, start_s=start))
+    times = clean_times(log, times)
     if not len(times):
         return None, {}
     renderer = RigRenderer(rig, log.road)

@@ -29,6 +29,7 @@ from blockplan.sim.dataset import (
     DatasetOptions,
     _sha256,
     _write_json_atomic,
+    episode_perturbations,
     episode_samples,
     save_shard,
     split_of,
@@ -43,12 +44,14 @@ def make_episode(
     root: Path, options: DatasetOptions, rig: Rig, scenario: str, seed: int, export: bool
 ) -> tuple[bool, dict[str, Any]]:
     """Simulate, render, label and write one episode: (kept, manifest entry)."""
-    log = run_episode(get_scenario(scenario), seed, options.duration_s)
+    log = run_episode(
+        get_scenario(scenario), seed, options.duration_s, episode_perturbations(options, seed)
+    )
     if log.crashed_at is not None:
         return False, {"scenario": scenario, "seed": seed, "crashed_at": round(log.crashed_at, 3)}
     split = split_of(seed, options.val_fraction, options.test_fraction)
     arrays, frames = episode_samples(log, rig, options, explanation_budget_fits())
-    if arrays is None:  # the expert backs up in every sample's future: nothing to learn
+    if arrays is None:  # the expert backs up (or is perturbed) in every sample's future
         reversing = np.flatnonzero(log.ego[:, EGO_SPEED] < REVERSING_SPEED_MPS)
         at = round(float(log.t[reversing[0]]), 3) if len(reversing) else None
         return False, {"scenario": scenario, "seed": seed, "reversed_at": at}
@@ -92,8 +95,9 @@ class DatasetWriter:
     def _options_doc(self) -> dict[str, Any]:
         doc = asdict(self.options)
         doc["scenarios"] = list(self.options.scenarios)
-        if doc["start_s"] is None:  # the default: data sets written before the option match
-            del doc["start_s"]
+        for name in ("start_s", "perturb_every_s"):  # defaults: older data sets still match
+            if doc[name] is None:
+                del doc[name]
         doc["cameras"] = list(self.rig.names)
         doc["image_size"] = [self.rig.cameras[0].height, self.rig.cameras[0].width]
         return doc

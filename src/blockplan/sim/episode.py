@@ -7,7 +7,7 @@ crash time; callers drop such episodes and count them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,8 @@ class EpisodeLog:
     boxes: (S, M, 4) x, y, yaw, speed of the M other objects; present: (S, M) bool.
     box_static: M Boxes holding the per-object constants (kind, size, colour).
     crashed_at: time of the ego's crash (negative: during the warm-up), or None.
+    perturbed: (S,) bool, True where the action applied from step i to i + 1 had a steering
+    perturbation added (`Perturbation`); None: an unperturbed expert throughout.
     """
 
     scenario: str
@@ -70,6 +72,12 @@ class EpisodeLog:
     box_static: list[Box]
     road: RoadMap
     crashed_at: float | None
+    perturbed: np.ndarray | None = field(default=None)
+
+    def is_clean(self, i0: int, i1: int) -> bool:
+        """Whether the states i0 .. i1 all follow from the expert's own actions (no
+        perturbation acted between them)."""
+        return self.perturbed is None or not bool(self.perturbed[i0:i1].any())
 
     @property
     def num_steps(self) -> int:
@@ -183,9 +191,47 @@ def _ego_row(env: Any) -> tuple[list[float], tuple[str, str, int], bool]:
     return [x, y, yaw, speed, accel, -lateral_right], lane_index, in_junction
 
 
-def run_episode(scenario: Scenario, seed: int, duration_s: float) -> EpisodeLog:
+@dataclass(frozen=True)
+class Perturbation:
+    """Steering added to the expert's own for a while, so the log holds the expert's recovery
+    from a state it would not have reached itself (docs/SIM.md "Recovery samples")."""
+
+    start_s: float  # into the recording
+    duration_s: float
+    steering_rad: float
+
+    def covers(self, t: float) -> bool:
+        return self.start_s <= t < self.start_s + self.duration_s
+
+
+def perturbation_schedule(
+    seed: int, duration_s: float, every_s: float, horizon_s: float
+) -> tuple[Perturbation, ...]:
+    """Perturbations about `every_s` apart (jittered ±25 %; the first within the first
+    `every_s`), each 0.4-0.8 s of 0.02-0.06 rad to either side (about 0.1-1.5 m off the
+    expert's path at highway speed before it steers back), none so late that the
+    `horizon_s` after it leaves the recording. Drawn from the seed alone: reproducible."""
+    rng = np.random.default_rng([int(seed), 0x5EED])
+    events: list[Perturbation] = []
+    t = every_s * float(rng.uniform(0.5, 1.0))
+    while True:
+        length = float(rng.uniform(0.4, 0.8))
+        steer = float(rng.choice([-1.0, 1.0]) * rng.uniform(0.02, 0.06))
+        if t + length + horizon_s > duration_s:
+            return tuple(events)
+        events.append(Perturbation(round(t, 2), round(length, 2), round(steer, 4)))
+        t += length + every_s * float(rng.uniform(0.75, 1.25))
+
+
+def run_episode(
+    scenario: Scenario,
+    seed: int,
+    duration_s: float,
+    perturbations: tuple[Perturbation, ...] = (),
+) -> EpisodeLog:
     """Simulate the scenario's warm-up, then record `duration_s` seconds (stops early at an
-    ego crash) and return the log."""
+    ego crash) and return the log. `perturbations` add steering to the expert's action
+    during the recording (never the warm-up); the log marks the steps they acted on."""
     if not 0 < duration_s <= scenario.max_duration_s:
         raise ScenarioError(
             f"duration={duration_s}: scenario {scenario.name!r} supports (0, "
@@ -197,7 +243,7 @@ def run_episode(scenario: Scenario, seed: int, duration_s: float) -> EpisodeLog:
     num_steps = int(round(duration_s * SIM_HZ)) + 1
     spawn_every = round(scenario.spawn_period_s * SIM_HZ) if scenario.spawn_period_s else 0
     recorder = _Recorder()
-    ego_rows, lanes, junction = [], [], []
+    ego_rows, lanes, junction, perturbed = [], [], [], []
     crashed_at = None
     num_warmup = int(round(scenario.warmup_s * SIM_HZ))
     for i in range(num_warmup):
@@ -220,6 +266,10 @@ def run_episode(scenario: Scenario, seed: int, duration_s: float) -> EpisodeLog:
         if i == num_steps - 1:
             break
         env.road.act()
+        steer = sum(p.steering_rad for p in perturbations if p.covers(i * dt))
+        if steer:
+            env.vehicle.action["steering"] = float(env.vehicle.action["steering"]) + steer
+        perturbed.append(bool(steer))
         env.road.step(dt)
         if spawn_every and (i + 1) % spawn_every == 0:
             spawn_traffic(env, scenario)
@@ -244,4 +294,7 @@ def run_episode(scenario: Scenario, seed: int, duration_s: float) -> EpisodeLog:
         box_static=recorder.static,
         road=road,
         crashed_at=crashed_at,
+        perturbed=np.asarray(perturbed + [False] * (len(ego_rows) - len(perturbed)), dtype=bool)
+        if perturbations
+        else None,
     )
