@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,19 +164,26 @@ def forward_times(log: EpisodeLog, times: np.ndarray) -> np.ndarray:
     """The label times whose 5 s future has the expert driving forward (see
     `REVERSING_SPEED_MPS`)."""
     speed = log.ego[:, EGO_SPEED]
-    keep = [
-        float(np.min(speed[log.index_at(t0) : log.index_at(t0 + HORIZON_S) + 1]))
-        >= REVERSING_SPEED_MPS
-        for t0 in times
-    ]
-    return np.asarray(times)[np.asarray(keep, dtype=bool)] if len(times) else np.asarray(times)
+    return _times_where(
+        times,
+        lambda t0: (
+            float(np.min(speed[log.index_at(t0) : log.index_at(t0 + HORIZON_S) + 1]))
+            >= REVERSING_SPEED_MPS
+        ),
+    )
 
 
 def clean_times(log: EpisodeLog, times: np.ndarray) -> np.ndarray:
     """The label times whose 5 s future no perturbation acted on (the history may hold one:
     that is the state the expert recovers from)."""
-    keep = [log.is_clean(log.index_at(t0), log.index_at(t0 + HORIZON_S)) for t0 in times]
-    return np.asarray(times)[np.asarray(keep, dtype=bool)] if len(times) else np.asarray(times)
+    return _times_where(
+        times, lambda t0: log.is_clean(log.index_at(t0), log.index_at(t0 + HORIZON_S))
+    )
+
+
+def _times_where(times: np.ndarray, keep: Callable[[float], bool]) -> np.ndarray:
+    times = np.asarray(times)
+    return times[np.asarray([keep(float(t0)) for t0 in times], dtype=bool)] if len(times) else times
 
 
 def episode_perturbations(options: DatasetOptions, seed: int) -> tuple[Perturbation, ...]:

@@ -53,7 +53,9 @@ def make_episode(
     arrays, frames = episode_samples(log, rig, options, explanation_budget_fits())
     if arrays is None:  # the expert backs up (or is perturbed) in every sample's future
         reversing = np.flatnonzero(log.ego[:, EGO_SPEED] < REVERSING_SPEED_MPS)
-        at = round(float(log.t[reversing[0]]), 3) if len(reversing) else None
+        if not len(reversing):  # no clean future: the perturbations left none
+            return False, {"scenario": scenario, "seed": seed, "all_futures_perturbed": True}
+        at = round(float(log.t[reversing[0]]), 3)
         return False, {"scenario": scenario, "seed": seed, "reversed_at": at}
     shard = root / split / f"{scenario}-{seed:06d}.npz"
     shard.parent.mkdir(parents=True, exist_ok=True)
