@@ -131,3 +131,68 @@ def test_perfect_drafts_take_two_forwards_per_block(decoder_factory, scaffold_fa
     assert blocks_with_drafts <= len(scaffold.blocks)
     assert spec_stats.num_forwards <= 1 + 2 * len(scaffold.blocks)
     assert spec_stats.num_forwards < ar_stats.num_forwards
+
+
+def test_reading_uniforms_ahead_changes_no_draw():
+    """`upcoming` peeks at the stream: the choices are those of a picker that never peeks."""
+    logits = torch.randn(2, 6, 11, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    peeking = SamplingPicker(0.8, rollout_streams(5, 2))
+    plain = SamplingPicker(0.8, rollout_streams(5, 2))
+    peeking.prepare(logits)
+    plain.prepare(logits)
+    for i in range(6):
+        for b in range(2):
+            ahead = peeking.upcoming(b, 3 - i % 3)
+            assert peeking.upcoming(b, len(ahead)).tolist() == ahead.tolist()
+            assert peeking.choose(b, i) == plain.choose(b, i)
+
+
+def _sampled_spec_with_argmax_drafts(ctx, state, picker, num_rollouts):
+    """decode_rollouts with the plain argmax draft after the fork (the old rollouts draft)."""
+    from blockplan.decoding.block_loop import decode_span
+    from blockplan.decoding.picking import GreedyPicker
+    from blockplan.decoding.strategies import block_window, draft_proposal, rollout_section
+
+    fork_at = rollout_section(ctx.scaffold).start
+    decode_scaffold_spec(ctx, state, GreedyPicker(), stop=fork_at)
+    ctx.cache.fork(num_rollouts)
+    state.fork(num_rollouts)
+    decode_span(ctx, state, len(ctx.scaffold), block_window(ctx), draft_proposal, picker)
+
+
+def test_coupled_drafts_are_accepted_where_draft_and_verify_agree(
+    decoder_factory, scaffold_factory
+):
+    """Final norm zeroed: the draft's and the verify's distributions are the same uniform
+    one. A draft sampled with the verify's own uniforms is then always accepted (two
+    forwards per block, as greedy spec with perfect drafts); an argmax draft is rejected
+    at most sampled slots. The rows' tokens are the same either way."""
+    n = 3
+    model = decoder_factory(0)
+    with torch.no_grad():
+        model.model.norm.weight.zero_()
+    scaffold = scaffold_factory(1, 8)
+    coupled, coupled_stats, _ = _run(
+        model,
+        scaffold,
+        decode_rollouts,
+        0,
+        max_batch=n,
+        picker=SamplingPicker(1.0, rollout_streams(3, n)),
+        num_rollouts=n,
+    )
+    argmax, argmax_stats, _ = _run(
+        model,
+        scaffold,
+        _sampled_spec_with_argmax_drafts,
+        0,
+        max_batch=n,
+        picker=SamplingPicker(1.0, rollout_streams(3, n)),
+        num_rollouts=n,
+    )
+    assert torch.equal(coupled.tokens, argmax.tokens)
+    fork_at = scaffold.section("trajectory").start
+    assert len({tuple(r) for r in coupled.tokens[:, fork_at:].tolist()}) > 1
+    # one more window where the fork splits a block
+    assert coupled_stats.num_forwards <= 1 + 2 * (len(scaffold.blocks) + 1)
+    assert coupled_stats.num_forwards < argmax_stats.num_forwards

@@ -6,6 +6,11 @@ runs in or on what the draft proposed. That makes N forked rollouts equal N inde
 decodes with the same streams, and speculative sampling equal plain AR sampling.
 
 `allowed` (V,) bool restricts the choice to the tokens the answer's grammar permits there.
+
+Because the draws follow answer order, the uniform that will decide a slot is known before
+the slot is verified: `SamplingPicker.upcoming` reads it ahead without consuming it, and the
+rollouts' draft samples with the same numbers (`strategies.coupled_draft_proposal`), so a draft
+and its verify agree wherever their distributions are close. Reading ahead changes no draw.
 """
 
 from __future__ import annotations
@@ -89,6 +94,16 @@ class GreedyPicker:
         return int(np.where(allowed, self.row(row, index), -np.inf).argmax())
 
 
+def inverse_cdf(scaled: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Token ids (...,) drawn from softmax(scaled (..., V)) by the uniforms u (...,) in
+    [0, 1): the first id whose cumulative probability exceeds u (float64, -inf: never)."""
+    cdf = np.cumsum(np.exp(scaled - scaled.max(axis=-1, keepdims=True)), axis=-1)
+    threshold = u * cdf[..., -1]
+    # searchsorted(cdf, threshold, side="right") for every row: cdf is non-decreasing
+    ids = (cdf <= threshold[..., None]).sum(axis=-1)
+    return np.minimum(ids, scaled.shape[-1] - 1)
+
+
 class SamplingPicker:
     """Sample from softmax(logits / temperature) with one numpy stream per row.
 
@@ -100,11 +115,23 @@ class SamplingPicker:
         self.temperature = temperature
         self.streams = streams
         self._greedy = GreedyPicker()
+        self._ahead: list[list[float]] = [[] for _ in streams]  # drawn, not yet used
 
     def prepare(self, logits: torch.Tensor, slots: np.ndarray | None = None) -> None:
         if logits.shape[0] > len(self.streams):
             raise ValueError(f"SamplingPicker: {logits.shape[0]} rows, {len(self.streams)} streams")
         self._greedy.prepare(logits, slots)
+
+    def upcoming(self, row: int, n: int) -> np.ndarray:
+        """(n,) the uniforms the row's next n sampled choices will use, not consumed."""
+        ahead = self._ahead[row]
+        while len(ahead) < n:
+            ahead.append(self.streams[row].random())
+        return np.asarray(ahead[:n], dtype=np.float64)
+
+    def _draw(self, row: int) -> float:
+        ahead = self._ahead[row]
+        return ahead.pop(0) if ahead else self.streams[row].random()
 
     def choose(self, row: int, index: int, allowed: np.ndarray | None = None) -> int:
         if self.temperature == 0:
@@ -112,9 +139,7 @@ class SamplingPicker:
         scaled = self._greedy.row(row, index) / self.temperature  # (V,)
         if allowed is not None:
             scaled = np.where(allowed, scaled, -np.inf)
-        cdf = np.cumsum(np.exp(scaled - scaled.max()))
-        u = self.streams[row].random() * cdf[-1]
-        return int(min(np.searchsorted(cdf, u, side="right"), cdf.shape[0] - 1))
+        return int(inverse_cdf(scaled, np.float64(self._draw(row))))
 
 
 def rollout_streams(seed: int, num_rollouts: int, salt: int = 0) -> list[np.random.Generator]:

@@ -28,7 +28,13 @@ from blockplan.decoding.block_loop import (
     decode_span,
     draft_close,
 )
-from blockplan.decoding.picking import GreedyPicker, Picker, SamplingPicker
+from blockplan.decoding.picking import (
+    GreedyPicker,
+    Picker,
+    SamplingPicker,
+    inverse_cdf,
+    slot_index,
+)
 from blockplan.model.masks import block_causal_mask
 from blockplan.schema.layout import Scaffold, Section
 
@@ -80,16 +86,20 @@ def no_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> torch
     return state.tokens[:, w:e]  # (B, W)
 
 
-def draft_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> torch.Tensor:
-    """One forward with the window bidirectional; argmax of the token-shifted logits (within
-    each slot's static allowed set)."""
-    window = state.tokens[:, w:e]  # (B, W), mask_id at unknown slots
+def draft_logits(
+    ctx: DecodeContext, state: AnswerState, w: int, e: int
+) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """One forward with window [w, e) bidirectional: the token-shifted logits (B, R, V) that
+    predict its unknown slots, within each slot's static allowed set, and the window slots
+    (R,) they were computed at (None: all W - 1, slot j predicting j + 1). None when the
+    window holds no unknown slot."""
     unknown = ~state.is_known[:, w:e]
     if not unknown.any():
-        return window
+        return None
     # Slot j predicts j + 1: the LM head runs only before unknown slots (all W-1: a slice).
     slots = np.flatnonzero(unknown[:, 1:].numpy().any(axis=0))  # (R,)
     rows = None if len(slots) == e - w - 1 else torch.from_numpy(slots)
+    window = state.tokens[:, w:e]  # (B, W), mask_id at unknown slots
     if rows is None:
         logits = ctx.forward(window, w, is_draft=True)[:, :-1]  # (B, W-1, V)
     else:
@@ -99,10 +109,56 @@ def draft_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> to
         allowed = ctx.constraints.static_on(logits.device)[w + 1 : e]  # (W-1, V)
         allowed = allowed if rows is None else allowed[rows.to(allowed.device)]  # (R, V)
         logits = logits.masked_fill(~allowed, float("-inf"))
-    drafted = logits.argmax(dim=-1).to(window.device)  # (B, R): the answer lives on the CPU
+    return logits, rows
+
+
+def place_draft(
+    state: AnswerState, w: int, e: int, drafted: torch.Tensor, rows: torch.Tensor | None
+) -> torch.Tensor:
+    """The window (B, W) with the drafted ids (B, R), predicted at window slots `rows`,
+    written one slot later at its unknown slots."""
+    window = state.tokens[:, w:e]
     shifted = window.clone()  # (B, W)
     shifted[:, 1:][:, slice(None) if rows is None else rows] = drafted
-    return torch.where(unknown, shifted, window)
+    return torch.where(~state.is_known[:, w:e], shifted, window)
+
+
+def draft_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> torch.Tensor:
+    """One forward with the window bidirectional; argmax of the token-shifted logits (within
+    each slot's static allowed set)."""
+    drafted = draft_logits(ctx, state, w, e)
+    if drafted is None:
+        return state.tokens[:, w:e]
+    logits, rows = drafted
+    return place_draft(state, w, e, logits.argmax(dim=-1).cpu(), rows)  # the answer: CPU
+
+
+def coupled_draft_proposal(picker: SamplingPicker) -> Propose:
+    """The draft of sampled rows: each unknown slot is drafted by inverse-CDF sampling from
+    the draft logits with the very uniform the verify step will use for that slot
+    (`SamplingPicker.upcoming`). An argmax draft matches a sampled verify token only as
+    often as the top token is drawn; a coupled one wherever the draft's and the verify's
+    distributions are close. Which tokens the rows end with does not change: proposals
+    only decide how many are accepted per forward."""
+    if picker.temperature == 0:
+        return draft_proposal
+
+    def propose(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> torch.Tensor:
+        drafted = draft_logits(ctx, state, w, e)
+        if drafted is None:
+            return state.tokens[:, w:e]
+        logits, rows = drafted
+        scaled = logits.cpu().double().numpy() / picker.temperature  # (B, R, V)
+        index = slot_index(None if rows is None else rows.numpy())  # window slot -> row
+        unknown = (~state.is_known[:, w + 1 : e]).numpy()  # (B, W-1): slot j + 1 unknown
+        ids = scaled.argmax(axis=-1)  # (B, R): rows' slots another row needs stay argmax
+        for b in range(scaled.shape[0]):
+            before = np.flatnonzero(unknown[b])  # window slots predicting this row's unknowns
+            r = before if index is None else index[before]
+            ids[b, r] = inverse_cdf(scaled[b, r], picker.upcoming(b, len(before)))
+        return place_draft(state, w, e, torch.from_numpy(ids), rows)
+
+    return propose
 
 
 def denoise_proposal(threshold: float) -> Propose:
@@ -187,13 +243,15 @@ def decode_rollouts(
     ctx: DecodeContext, state: AnswerState, picker: SamplingPicker, num_rollouts: int
 ) -> None:
     """Greedy scaffold spec up to the trajectory, then fork the cache into N rows and decode
-    the trajectory of all N in one batch, sampling in the verify step only. (The rollouts
+    the trajectory of all N in one batch, sampling in the verify step (the draft is coupled
+    to the verify's uniforms, `coupled_draft_proposal`). (The rollouts
     fork at the answer's last section: the trajectory; a robot's chunk, its only section.)"""
     fork_at = rollout_section(ctx.scaffold).start
     decode_scaffold_spec(ctx, state, GreedyPicker(), stop=fork_at)
     ctx.cache.fork(num_rollouts)
     state.fork(num_rollouts)
-    decode_scaffold_spec(ctx, state, picker)
+    A = len(ctx.scaffold)
+    decode_span(ctx, state, A, block_window(ctx), coupled_draft_proposal(picker), picker)
 
 
 def decode_full_diffusion(
