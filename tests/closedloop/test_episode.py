@@ -92,6 +92,45 @@ def test_off_road_is_detected():
         world.close()
 
 
+def _shifted_in_lane(offset_m):
+    """The ego moved `offset_m` sideways of its lane's centre line, heading along the lane."""
+
+    def setup(env):
+        ego, net = env.vehicle, env.road.network
+        lane = net.get_lane(ego.lane_index)
+        s = lane.local_coordinates(ego.position)[0]
+        ego.position = lane.position(s, offset_m)
+        ego.heading = lane.heading_at(s)
+
+    return setup
+
+
+def test_the_lane_offset_is_the_distance_from_the_lane_centre():
+    world = ClosedLoopWorld(get_scenario("highway"), seed=0)
+    try:
+        _shifted_in_lane(1.2)(world.env)
+        assert world.lane_offset() == pytest.approx(1.2, abs=1e-6)
+        _shifted_in_lane(-0.7)(world.env)
+        assert world.lane_offset() == pytest.approx(-0.7, abs=1e-6)
+    finally:
+        world.close()
+
+
+def test_lane_keeping_tells_a_drift_from_a_return_to_the_centre(config, rig):
+    """Started 1 m off its lane's centre: constant velocity does not come back (its
+    velocity estimate even takes in some of the jump), the expert steers back to the
+    centre line."""
+    spec = EpisodeSpec(get_scenario("highway"), seed=0, duration_s=4.0, replan_period_s=0.5)
+    cv = load_model("constant-velocity", config)
+    start = {"on_reset": _empty_road, "on_start": _shifted_in_lane(1.0)}
+    held = run_planner_episode(spec, "constant_velocity", cv, config, rig, **start)
+    back = run_expert_episode(spec, **start)
+    assert held.mean_abs_lane_offset_m > 0.7  # measured 0.89 (max 1.96)
+    assert held.max_abs_lane_offset_m > 1.0
+    assert back.max_abs_lane_offset_m == pytest.approx(1.0, abs=0.1)
+    assert back.mean_abs_lane_offset_m < 0.3  # measured 0.17
+
+
 def test_episode_periods_must_be_whole_simulation_steps():
     with pytest.raises(ValueError, match="replan_period_s"):
         EpisodeSpec(get_scenario("highway"), seed=0, replan_period_s=0.33)

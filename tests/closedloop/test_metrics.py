@@ -24,10 +24,28 @@ def test_progress_is_the_driven_path_length():
     assert trace.progress_m() == pytest.approx(10 * np.sqrt(2))
 
 
+def test_lane_offset_is_the_mean_and_max_of_its_magnitude():
+    trace = Trace()
+    assert trace.lane_offset_m() == (0.0, 0.0)
+    for k, offset in enumerate([0.5, -1.5, 1.0]):
+        trace.add(k * 0.1, 0.0, 0.0, 1.0, offset)
+    assert trace.lane_offset_m() == pytest.approx((1.0, 1.5))
+
+
 def test_aggregate_rates_and_means():
     def r(seed, collided, departed, progress):
         return EpisodeResult(
-            "cv", "highway", seed, 5.0, collided, departed, progress, 0.5, {"plans": 10}
+            "cv",
+            "highway",
+            seed,
+            5.0,
+            collided,
+            departed,
+            progress,
+            0.5,
+            {"plans": 10},
+            mean_abs_lane_offset_m=0.1 * seed,
+            max_abs_lane_offset_m=0.5 * seed,
         )
 
     doc = aggregate(
@@ -44,4 +62,6 @@ def test_aggregate_rates_and_means():
     assert doc["progress_m"] == 40.0
     assert doc["mean_abs_jerk"] == 0.5
     assert doc["counters"] == {"plans": 40}
+    assert doc["mean_abs_lane_offset_m"] == pytest.approx(0.15)
+    assert doc["max_abs_lane_offset_m"] == 1.5
     assert aggregate([])["episodes"] == 0

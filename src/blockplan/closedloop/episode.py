@@ -272,7 +272,7 @@ def _drive(
             pose = world.ego_pose()
             departed = not world.on_road()
             if i % spec.control_every == 0 or departed or i == spec.last_step:
-                trace.add(world.t, pose.x, pose.y, pose.speed)
+                trace.add(world.t, pose.x, pose.y, pose.speed, world.lane_offset())
             if departed or i >= spec.last_step:
                 break
             if driver is not None and i % spec.replan_every == 0:
@@ -287,7 +287,7 @@ def _drive(
                 )
             collided = True
             pose = world.ego_pose()
-            trace.add(world.t, pose.x, pose.y, pose.speed)
+            trace.add(world.t, pose.x, pose.y, pose.speed, world.lane_offset())
             break
     return EpisodeResult(
         policy=name,
@@ -299,4 +299,6 @@ def _drive(
         progress_m=trace.progress_m(),
         mean_abs_jerk=trace.mean_abs_jerk(),
         counters=driver.counters() if driver is not None else {},
+        mean_abs_lane_offset_m=trace.lane_offset_m()[0],
+        max_abs_lane_offset_m=trace.lane_offset_m()[1],
     )

@@ -99,6 +99,11 @@ class ClosedLoopWorld:
     def stamp_ns(self, t: float | None = None) -> int:
         return seconds_to_ns(STAMP_OFFSET_S + (self.t if t is None else t))
 
+    def lane_offset(self) -> float:
+        """The ego centre's lateral offset (m) from the centre line of its closest lane."""
+        net, pos = self.env.road.network, self.env.vehicle.position
+        return float(net.get_lane(net.get_closest_lane_index(pos)).local_coordinates(pos)[1])
+
     def on_road(self) -> bool:
         """Whether the ego's centre is on some lane of the road network."""
         net, pos = self.env.road.network, self.env.vehicle.position

@@ -143,7 +143,9 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"{policy:>18}: collisions {m['collision_rate']:.2f}  progress "
                 f"{m['progress_m']:.1f} m  lane departures {m['lane_departure_rate']:.2f}  "
-                f"|jerk| {m['mean_abs_jerk']:.3f} m/s^3  ({m['episodes']} episodes)"
+                f"|jerk| {m['mean_abs_jerk']:.3f} m/s^3  lane offset mean "
+                f"{m['mean_abs_lane_offset_m']:.2f} / max {m['max_abs_lane_offset_m']:.2f} m  "
+                f"({m['episodes']} episodes)"
             )
     print(f"wrote {args.json}")
     return 0
