@@ -140,6 +140,9 @@ class DecodingConfig:
     strategy: str = choice("scaffold_spec", STRATEGIES)
     confidence_threshold: float = bounded(0.9, 0.0, 1.0)
     max_denoise_steps: int = 64
+    # scaffold_spec / rollouts: the previous plan's answer is each block's first draft (no
+    # draft forward); fewer forwards when consecutive answers agree, the same tokens
+    draft_from_previous: bool = True
 
     def __post_init__(self) -> None:
         _check_choices(self, "decoding")

@@ -74,8 +74,10 @@ def test_the_shipped_model_plans_the_reference_tokens():
     runner = planner.runner
     obs = synthetic_observation(planner.config, 3, schema=planner.schema)
     for strategy in ("scaffold_spec", "rollouts"):
+        planner.previous_answer = None  # no draft from the last plan: equal forwards too
         fast = planner.decode(obs, strategy).result
         planner.runner = Reference(runner)
+        planner.previous_answer = None
         try:
             ref = planner.decode(obs, strategy).result
         finally:

@@ -196,3 +196,58 @@ def test_coupled_drafts_are_accepted_where_draft_and_verify_agree(
     # one more window where the fork splits a block
     assert coupled_stats.num_forwards <= 1 + 2 * (len(scaffold.blocks) + 1)
     assert coupled_stats.num_forwards < argmax_stats.num_forwards
+
+
+def _hinted(hint):
+    def strategy(ctx, state):
+        ctx.hint = None if hint is None else torch.as_tensor(hint)
+        decode_scaffold_spec(ctx, state)
+
+    return strategy
+
+
+@pytest.mark.parametrize("block_size", [4, 32])
+def test_hinted_spec_equals_ar_whatever_the_hint(decoder_factory, scaffold_factory, block_size):
+    """The previous plan's answer as the first draft: the tokens stay AR's for a perfect, a
+    partly right, a foreign and a garbage hint. A perfect hint needs no draft forward (one
+    verify per block); a wrong one costs at most one verify per block more than none."""
+    for seed in range(4):
+        model = decoder_factory(seed)
+        scaffold = scaffold_factory(seed, block_size)
+        ar, _, _ = _run(model, scaffold, decode_ar, seed)
+        _, plain_stats, _ = _run(model, scaffold, _hinted(None), seed)
+        answer = ar.tokens[0].numpy()
+        editable = np.flatnonzero(scaffold.is_editable)
+        rng = np.random.default_rng(seed)
+        partly = answer.copy()
+        partly[editable[len(editable) // 2 :]] = rng.integers(3, model.config.vocab_size, 1)
+        garbage = answer.copy()
+        garbage[editable] = rng.integers(3, model.config.vocab_size, len(editable))
+        foreign = _run(decoder_factory(seed + 10), scaffold, decode_ar, seed)[0].tokens[0]
+        for name, hint in [
+            ("perfect", answer), ("partly", partly), ("garbage", garbage), ("foreign", foreign)
+        ]:  # fmt: skip
+            spec, stats, _ = _run(model, scaffold, _hinted(hint), seed)
+            assert torch.equal(spec.tokens, ar.tokens), f"seed {seed} {name} hint"
+            assert stats.num_forwards <= plain_stats.num_forwards + len(scaffold.blocks), name
+            if name == "perfect":
+                assert stats.num_spec_steps == 0
+                assert stats.num_forwards <= 1 + len(scaffold.blocks)
+
+
+def test_a_hint_that_does_not_fit_the_scaffold_is_not_used(scaffold_factory):
+    from blockplan.decoding.decode import usable_hint
+
+    scaffold = scaffold_factory(0, 4)
+    ids = np.asarray(scaffold.token_ids).copy()
+    editable = np.flatnonzero(scaffold.is_editable)
+    ids[editable] = 5
+    assert torch.equal(usable_hint(ids, scaffold, 64), torch.as_tensor(ids))
+    assert usable_hint(None, scaffold, 64) is None
+    assert usable_hint(ids[:-1], scaffold, 64) is None  # another layout
+    moved = ids.copy()
+    moved[np.flatnonzero(~np.asarray(scaffold.is_editable))[0]] += 1
+    assert usable_hint(moved, scaffold, 64) is None  # structural tokens differ
+    big = ids.copy()
+    big[editable[0]] = 64
+    assert usable_hint(big, scaffold, 64) is None  # outside the vocabulary

@@ -115,3 +115,22 @@ def test_a_model_refuses_frames_spaced_otherwise_than_it_was_trained(tmp_path, p
 
 def test_warmup_plans_on_synthetic_inputs(planner):
     planner.warmup(1)  # raises if anything in the pipeline does not fit
+
+
+@pytest.mark.parametrize("strategy", ["scaffold_spec", "rollouts"])
+def test_the_previous_answer_is_the_next_plans_first_draft(strategy):
+    """The shipped model, one observation planned twice: the second plan drafts from the
+    first one's answer (the same tokens, far fewer forwards); switched off, it does not."""
+    from blockplan.planner.synthetic import synthetic_observation
+
+    planner = Planner.from_folder("models/blockplan-tiny")
+    obs = synthetic_observation(planner.config, 2, schema=planner.schema)
+    planner.previous_answer = None
+    first = planner.decode(obs, strategy).result
+    again = planner.decode(obs, strategy).result
+    assert np.array_equal(first.tokens, again.tokens)
+    assert again.num_forwards < first.num_forwards
+    off = planner.config.with_params({"decoding.draft_from_previous": False})
+    cold = Planner(planner.model, planner.tokenizer, off, planner.schema, planner.runner)
+    cold.decode(obs, strategy)
+    assert cold.decode(obs, strategy).result.num_forwards == first.num_forwards

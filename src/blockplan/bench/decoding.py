@@ -52,6 +52,10 @@ Runner = Callable[[Observation | RobotObservation], Run]
 
 def strategy_runner(planner: Planner, strategy: str) -> Runner:
     def run(obs: Observation) -> Run:
+        # The inputs are independent: no draft from the last plan (which, in the
+        # round-robin, is often another strategy's answer to this very input). What the
+        # previous-answer draft saves on a real sequence is measured by replay.
+        planner.previous_answer = None
         t0 = time.perf_counter()
         try:
             decoded = planner.decode(obs, strategy)

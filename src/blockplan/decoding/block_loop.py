@@ -111,6 +111,9 @@ class DecodeContext:
     # strategy: "causal" (token-causal, the vehicle models' AR stream) or "block"
     # (bidirectional inside the block, the robot models' diffusion forcing).
     cache_attention: str = "causal"
+    # (A,) a guess of the answer (the previous plan's), proposed before any draft forward by
+    # scaffold spec (`strategies.hinted_draft_proposal`); None: model drafts only.
+    hint: torch.Tensor | None = None
 
     @property
     def answer_start(self) -> int:

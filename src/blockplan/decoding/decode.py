@@ -125,6 +125,7 @@ def decode(
     positions: PromptPositions | None = None,
     cache_attention: str = "causal",
     flow: FlowSampler | None = None,
+    draft_hint: np.ndarray | None = None,
 ) -> DecodeResult:
     """Decode the answer of `scaffold` after the prompt with `options.strategy`.
 
@@ -138,6 +139,10 @@ def decode(
     `flow`: the model's flow trajectory head — the text sections are decoded with the
     strategy (`strategies.FLOW_STRATEGIES`), then the head integrates N noise samples over
     the forked prefix (N = `num_rollouts` for `rollouts`, else 1).
+    `draft_hint`: (A,) a guess of the answer (the previous plan's) that `scaffold_spec` and the
+    greedy part of `rollouts` propose before drafting with the model; it changes how many
+    forwards the answer takes, never which tokens it has. A hint whose shape or structural
+    tokens do not match `scaffold` is not used.
     """
     P, A = embeds.shape[1], len(scaffold)
     if cache is None:
@@ -156,6 +161,7 @@ def decode(
         constraints,
         positions=positions,
         cache_attention=cache_attention,
+        hint=usable_hint(draft_hint, scaffold, model.decoder_config.vocab_size),
     )
     t0 = time.perf_counter()
     if flow is not None:
@@ -181,6 +187,23 @@ def decode(
         timings_ms=timings,
         active_blocks=tuple(ctx.stats.active_blocks),
     )
+
+
+def usable_hint(
+    hint: np.ndarray | None, scaffold: Scaffold, vocab_size: int
+) -> torch.Tensor | None:
+    """The hint (A,) as ids, or None when it does not fit the scaffold's layout or the
+    vocabulary."""
+    if hint is None:
+        return None
+    hint = np.asarray(hint)
+    ids = np.asarray(scaffold.token_ids)
+    structural = ~np.asarray(scaffold.is_editable)
+    if hint.shape != ids.shape or not np.array_equal(hint[structural], ids[structural]):
+        return None
+    if hint.min() < 0 or hint.max() >= vocab_size:
+        return None
+    return torch.from_numpy(hint.astype(np.int64))
 
 
 def _decode_with_flow(

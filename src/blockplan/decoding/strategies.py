@@ -133,6 +133,36 @@ def draft_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> to
     return place_draft(state, w, e, logits.argmax(dim=-1).cpu(), rows)  # the answer: CPU
 
 
+def hinted_draft_proposal(hint: torch.Tensor) -> Propose:
+    """Scaffold spec's draft when a guess of the whole answer is at hand (`ctx.hint`, the
+    previous plan's answer: at 10 Hz most of it recurs). Each block's windows propose the
+    hint's tokens at their unknown slots and skip the draft forward, until a hinted window
+    is rejected at its first unknown slot; the rest of that block is drafted by the model.
+    A wrong hint costs at most that one verify (which still decides one token); which tokens
+    the answer ends with does not depend on it (greedy: AR's)."""
+    hint = hint.reshape(1, -1)
+    last: dict = {"w": -1, "e": -1, "unknown": None, "stale_e": -1}
+
+    def propose(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> torch.Tensor:
+        window = state.tokens[:, w:e]  # (B, W)
+        unknown = ~state.is_known[:, w:e]
+        if not unknown.any():
+            return window
+        previous = last["unknown"]  # the last hinted window's unknown slots, if in this block
+        same_block = previous is not None and last["e"] == e and w > last["w"]
+        if same_block and not previous[:, 1 : w - last["w"]].any():
+            # no hinted token was accepted before the correction at w: the hint has
+            # diverged in this block
+            last["stale_e"] = e
+        if last["stale_e"] == e:
+            last["unknown"] = None
+            return draft_proposal(ctx, state, w, e)
+        last.update(w=w, e=e, unknown=unknown.clone())
+        return torch.where(unknown, hint[:, w:e].expand_as(window), window)
+
+    return propose
+
+
 def coupled_draft_proposal(picker: SamplingPicker) -> Propose:
     """The draft of sampled rows: each unknown slot is drafted by inverse-CDF sampling from
     the draft logits with the very uniform the verify step will use for that slot
@@ -228,8 +258,10 @@ def decode_ar(ctx: DecodeContext, state: AnswerState, picker: Picker | None = No
 def decode_scaffold_spec(
     ctx: DecodeContext, state: AnswerState, picker: Picker | None = None, stop: int | None = None
 ) -> None:
+    """Draft forward + verify per block window; with `ctx.hint`, hinted drafts first."""
     stop = len(ctx.scaffold) if stop is None else stop
-    decode_span(ctx, state, stop, block_window(ctx), draft_proposal, picker or GreedyPicker())
+    propose = draft_proposal if ctx.hint is None else hinted_draft_proposal(ctx.hint)
+    decode_span(ctx, state, stop, block_window(ctx), propose, picker or GreedyPicker())
 
 
 def decode_section_diffusion(ctx: DecodeContext, state: AnswerState, threshold: float) -> None:

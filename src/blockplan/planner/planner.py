@@ -145,6 +145,8 @@ class Planner:
         )
         if spare:
             self.runner.prepare(self.cache)
+        # The last answer (A,): the next plan's first draft (decoding.draft_from_previous).
+        self.previous_answer: np.ndarray | None = None
         # A flow trajectory head (docs/ALGORITHMS.md §7.1): the text sections decode as
         # configured, the head integrates the waypoints over the prefix cache.
         head = getattr(self.model, "flow_head", None)
@@ -273,6 +275,7 @@ class Planner:
             positions=self.positions,
             cache_attention=self.cache_attention,
             flow=self.flow,
+            draft_hint=self.previous_answer if self.config.decoding.draft_from_previous else None,
         )
         timings.update(result.timings_ms)
         t3 = time.perf_counter()
@@ -283,6 +286,7 @@ class Planner:
                 for row, w in zip(rows, result.waypoints, strict=True)
             ])  # fmt: skip
             result = dataclasses.replace(result, tokens=rows)
+        self.previous_answer = rows[0].copy()
         answers = [self.parse(row) for row in rows]
         timings["post"] = (time.perf_counter() - t3) * 1e3
         # vehicle: a Plan with (N, 5, 2) rollouts; robot: an ActionPlan with (N, H, D) chunks
