@@ -172,24 +172,13 @@ def test_coupled_drafts_are_accepted_where_draft_and_verify_agree(
     with torch.no_grad():
         model.model.norm.weight.zero_()
     scaffold = scaffold_factory(1, 8)
-    coupled, coupled_stats, _ = _run(
-        model,
-        scaffold,
-        decode_rollouts,
-        0,
-        max_batch=n,
-        picker=SamplingPicker(1.0, rollout_streams(3, n)),
-        num_rollouts=n,
-    )
-    argmax, argmax_stats, _ = _run(
-        model,
-        scaffold,
-        _sampled_spec_with_argmax_drafts,
-        0,
-        max_batch=n,
-        picker=SamplingPicker(1.0, rollout_streams(3, n)),
-        num_rollouts=n,
-    )
+
+    def rollouts(strategy):
+        picker = SamplingPicker(1.0, rollout_streams(3, n))
+        return _run(model, scaffold, strategy, 0, max_batch=n, picker=picker, num_rollouts=n)
+
+    coupled, coupled_stats, _ = rollouts(decode_rollouts)
+    argmax, argmax_stats, _ = rollouts(_sampled_spec_with_argmax_drafts)
     assert torch.equal(coupled.tokens, argmax.tokens)
     fork_at = scaffold.section("trajectory").start
     assert len({tuple(r) for r in coupled.tokens[:, fork_at:].tolist()}) > 1
