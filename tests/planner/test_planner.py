@@ -134,3 +134,8 @@ def test_the_previous_answer_is_the_next_plans_first_draft(strategy):
     cold = Planner(planner.model, planner.tokenizer, off, planner.schema, planner.runner)
     cold.decode(obs, strategy)
     assert cold.decode(obs, strategy).result.num_forwards == first.num_forwards
+    # a stream reset (e.g. after the warm-up) forgets the answer: the next plan is cold,
+    # so a live run and its replay draft alike
+    planner.reset_stream()
+    assert planner.previous_answer is None
+    assert planner.decode(obs, strategy).result.num_forwards == first.num_forwards

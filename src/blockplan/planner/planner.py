@@ -305,8 +305,10 @@ class Planner:
         return self.format.parse(tokens, self.scaffold, self.tokenizer)
 
     def reset_stream(self, clear_stats: bool = False) -> None:
-        """Forget the streamed frames and cached features: the next plan is a full prefill
-        (reason `reset`). `clear_stats`: also zero the counters (after a warm-up)."""
+        """Forget the streamed frames, cached features and the previous answer: the next plan
+        is a full prefill (reason `reset`) drafted cold. `clear_stats`: also zero the
+        counters (after a warm-up)."""
+        self.previous_answer = None  # an answer of another stream (or of the warm-up)
         if self.streamer is not None:
             self.streamer.reset()
             if clear_stats:
