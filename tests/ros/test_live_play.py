@@ -58,9 +58,15 @@ def test_trajectory_at_the_control_rate_in_base_link(raw_run):
     summary = doc["summary"]["trajectory"]
     # Wall clock: the bag plays in real time; sim time: one tick per period, none skipped.
     assert abs(summary["arrival_rate_hz"] - RATE_HZ) <= 0.05 * RATE_HZ, summary
-    assert summary["rate_hz"] == pytest.approx(RATE_HZ, rel=1e-3), summary
     assert summary["stamp_period_ms"]["p50"] == summary["stamp_period_ms"]["max"] == 100.0
     assert summary["count"] >= 70  # 8 s of bag
+    # The first tick runs when /clock first jumps to the bag's time, at whatever clock the
+    # executor reads by then (a loaded machine reads a later /clock): that tick may sit off
+    # the grid, closer to the second. From the second tick on, every period is the period.
+    stamps = [path["stamp_ns"] for path in doc["trajectory"]]
+    periods_ms = [(b - a) / 1e6 for a, b in zip(stamps, stamps[1:], strict=False)]
+    assert 0 < periods_ms[0] <= 100.0, periods_ms[:3]
+    assert set(periods_ms[1:]) == {100.0}, sorted(set(periods_ms))
     start, end, _ = _bag_stamps(raw_run["bag"], ["/odom"])
     for path in doc["trajectory"]:
         assert path["frame_id"] == "base_link" and path["pose_frame_ids"] == ["base_link"]
