@@ -21,8 +21,8 @@ import pytest
 
 from blockplan.cli import main
 from blockplan.config import default_params_path, load_config
+from blockplan.replay.observations import RecordingPlanner, bag_observations
 from blockplan.runtime import (
-    ConstantVelocityPlanner,
     PlannerRuntime,
     VirtualClock,
     VirtualWorker,
@@ -35,18 +35,6 @@ from blockplan.sim.dataset import load_shard
 pytest.importorskip("highway_env")
 
 MODEL = "models/blockplan-tiny"
-
-
-class RecordingPlanner(ConstantVelocityPlanner):
-    """The constant-velocity baseline with a model's schema; keeps every observation."""
-
-    def __init__(self, schema) -> None:
-        self.schema = schema
-        self.seen = {}
-
-    def plan(self, observation):
-        self.seen[observation.stamp_ns] = observation
-        return super().plan(observation)
 
 
 @pytest.fixture(scope="module")
@@ -91,16 +79,13 @@ def episode(tmp_path_factory):
     return data, entry, bag
 
 
-def _replayed(bag: Path, schema, tmp_path: Path) -> dict:
-    from blockplan.replay.driver import replay_bag
-
-    planner = RecordingPlanner(schema)
-    replay_bag(bag, tmp_path / "replay", planner, load_config(default_params_path()), "ideal")
-    return planner.seen
+def _replayed(bag: Path, schema) -> dict:
+    observations = bag_observations(bag, load_config(default_params_path()), schema)
+    return {o.stamp_ns: o for o in observations}
 
 
 @pytest.mark.parametrize("which", ["shipped model", "default schema", "ego encoder"])
-def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root, tmp_path):
+def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
     from blockplan.train.evaluate import recipe_of_folder
     from blockplan.train.examples import load_shards
     from blockplan.train.recipe import Recipe
@@ -119,7 +104,7 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root, t
             "reference", ("front_left", "front", "front_right", "rear"), 2, ego_tokens=4
         )
     examples = load_shards(data, entry["split"], recipe, with_images=False)
-    seen = _replayed(bag, recipe.schema, tmp_path)
+    seen = _replayed(bag, recipe.schema)
     shard = load_shard(data / entry["shard"])
     mc = recipe.model_config
     assert len(examples) == 4

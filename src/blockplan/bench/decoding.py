@@ -45,26 +45,39 @@ class Run:
     num_spec_steps: int
     stage_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # Plan.timings_ms
     active_blocks: tuple[int, ...] = ()  # pipelined: blocks denoised per forward
+    hint: np.ndarray | None = None  # the previous answer it drafted from (a sequence)
 
 
 Runner = Callable[[Observation | RobotObservation], Run]
 
 
-def strategy_runner(planner: Planner, strategy: str) -> Runner:
+def strategy_runner(planner: Planner, strategy: str, sequence: bool = False) -> Runner:
+    """Plans with `strategy`. Independent inputs (`sequence` False): no draft from the last
+    plan, which in the round-robin is often another strategy's answer to this very input.
+    A sequence (consecutive observations of a bag): the strategy drafts from its own previous
+    answer, as the node does at the control rate; the frame stream is reset before every plan,
+    so that only the answer carries over and no strategy reuses the prefill another one just
+    computed for the same frames (`bench --streaming` measures streaming)."""
+    previous: list[np.ndarray | None] = [None]
+
     def run(obs: Observation) -> Run:
-        # The inputs are independent: no draft from the last plan (which, in the
-        # round-robin, is often another strategy's answer to this very input). What the
-        # previous-answer draft saves on a real sequence is measured by replay.
-        planner.previous_answer = None
+        if sequence:
+            planner.reset_stream()
+        hint = planner.previous_answer = previous[0]
         t0 = time.perf_counter()
         try:
             decoded = planner.decode(obs, strategy)
         except ScaffoldParseError:
-            return Run((time.perf_counter() - t0) * 1e3, None, 0, 0)
+            return Run((time.perf_counter() - t0) * 1e3, None, 0, 0, hint=hint)
+        finally:
+            if sequence:
+                previous[0] = planner.previous_answer
         r = decoded.result
         latency = (time.perf_counter() - t0) * 1e3
         stages = dict(decoded.plan.timings_ms)
-        return Run(latency, r.tokens, r.num_forwards, r.num_spec_steps, stages, r.active_blocks)
+        return Run(
+            latency, r.tokens, r.num_forwards, r.num_spec_steps, stages, r.active_blocks, hint
+        )
 
     return run
 
@@ -141,18 +154,25 @@ def run_bench(
     with_hf: bool = True,
     progress: Progress | None = None,
     with_floor: bool = True,
+    sequence: Sequence[Observation] | None = None,
+    source: str | None = None,
 ) -> dict[str, Any]:
     """The `blockplan bench` report (keys fixed by the issue; see docs/BENCHMARKS.md).
 
     Strategies run round-robin on each input, so load drift on a shared machine hits them
     alike; `warmup` untimed rounds come first. `with_floor` adds each strategy's compute
-    floor (bench/compute_floor.py) for the torch backend on a CPU.
+    floor (bench/compute_floor.py) for the torch backend on a CPU. The inputs are
+    independent synthetic observations, or the first `warmup + iters` of `sequence`
+    (consecutive observations, e.g. `replay.observations.bag_observations` of the bag
+    `source`), which each strategy plans in order, drafting from its own previous answer.
     """
     say = progress or (lambda _msg: None)
     planner = _with_rollouts(planner, num_rollouts)
-    runners = {name: strategy_runner(planner, name) for name in strategies}
+    in_order = sequence is not None
+    runners = {name: strategy_runner(planner, name, in_order) for name in strategies}
     if "rollouts" in runners:
-        runners["rollouts_n1"] = strategy_runner(_with_rollouts(planner, 1), "rollouts")
+        n1 = _with_rollouts(planner, 1)
+        runners["rollouts_n1"] = strategy_runner(n1, "rollouts", in_order)
     # The baseline rebuilds the decoder as a plain Qwen2 (1-D RoPE): not for mRoPE models;
     # a robot model writes no text answer it could be compared on.
     with_hf = with_hf and planner.model.config.decoder.mrope_section is None
@@ -161,9 +181,17 @@ def run_bench(
     with_hf = with_hf and planner.flow is None
     if with_hf:
         runners["hf_generate"] = hf_generate_runner(planner)
-    inputs = [
-        synthetic_input(planner.config, seed + i, planner.schema) for i in range(warmup + iters)
-    ]
+    if sequence is None:
+        inputs = [
+            synthetic_input(planner.config, seed + i, planner.schema) for i in range(warmup + iters)
+        ]
+    else:
+        if len(sequence) < warmup + iters:
+            raise ValueError(
+                f"the sequence has {len(sequence)} observations: fewer than warm-up {warmup} "
+                f"+ iters {iters}"
+            )
+        inputs = list(sequence[: warmup + iters])
     runs: dict[str, list[Run]] = {name: [] for name in runners}
     for i, obs in enumerate(inputs):
         say(f"bench: round {i + 1}/{len(inputs)}" + (" (warm-up)" if i < warmup else ""))
@@ -174,6 +202,11 @@ def run_bench(
     A = len(planner.scaffold)
     trajectory = rollout_section(planner.scaffold)  # what each extra rollout decodes
     report: dict[str, Any] = {"model": model_summary(planner, iters, warmup), "strategies": {}}
+    report["inputs"] = (
+        {"kind": "synthetic", "independent": True}
+        if sequence is None
+        else {"kind": "sequence", "independent": False, "source": source, "count": len(inputs)}
+    )
     for name in strategies:
         n = num_rollouts if name == "rollouts" else 1
         tokens = A + (n - 1) * (trajectory.end - trajectory.start)
@@ -209,7 +242,12 @@ def run_bench(
         report["flow_head"] = flow_head_report(planner, inputs[warmup:] or inputs, num_rollouts)
     if with_floor and planner.device.type == "cpu" and planner.runner.name == "torch":
         say("bench: compute floor (GEMM throughput, FLOPs per plan)")
-        add_compute_floor(report, planner, strategies, inputs[0])
+        if sequence is None:
+            add_compute_floor(report, planner, strategies, inputs[0])
+        else:  # a timed plan in the middle, with the answer its strategy drafted from there
+            k = iters // 2
+            hints = {name: runs[name][k].hint for name in strategies}
+            add_compute_floor(report, planner, strategies, inputs[warmup + k], hints)
     return report
 
 
@@ -282,10 +320,15 @@ def add_pipeline_report(report: dict[str, Any], runs: Sequence[Run]) -> None:
 
 
 def add_compute_floor(
-    report: dict[str, Any], planner: Planner, strategies: Sequence[str], obs: Observation
+    report: dict[str, Any],
+    planner: Planner,
+    strategies: Sequence[str],
+    obs: Observation,
+    hints: dict[str, np.ndarray | None] | None = None,
 ) -> None:
     """`strategies.<name>.compute_floor_ms` / `.compute_floor_ratio` and the measured GEMM
-    rate: FLOPs counted on one untimed plan, against this CPU's matmul throughput now."""
+    rate: FLOPs counted on one untimed plan (drafting from `hints[name]`, else cold),
+    against this CPU's matmul throughput now."""
     mc = planner.model.config
     rate = gemm_throughput(mc.decoder, (mc.block_size, planner.prompt_len), planner.dtype)
     report["gemm"] = {
@@ -293,8 +336,15 @@ def add_compute_floor(
         "median_gflops_per_s": round(rate["median_flops_per_s"] / 1e9, 2),
         "threads": torch.get_num_threads(),
     }
+    hints = hints or {}
+
+    def plan(name: str) -> None:
+        planner.reset_stream()
+        planner.previous_answer = hints.get(name)
+        planner.decode(obs, name)
+
     for name in strategies:
-        flops = count_flops(lambda name=name: planner.decode(obs, name))
+        flops = count_flops(lambda name=name: plan(name))
         entry = report["strategies"][name]
         entry.update(floor_report(flops, entry["latency_ms"]["p50"], rate["best_flops_per_s"]))
 

@@ -41,6 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iters", type=int, default=5, help="timed plans per strategy")
     parser.add_argument("--warmup", type=int, default=1, help="untimed plans per strategy first")
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs and weights")
+    parser.add_argument(
+        "--bag",
+        metavar="BAG",
+        help="plan the consecutive observations the control loop builds from this recorded "
+        "bag (every tick, ideal timing) instead of independent synthetic inputs: each "
+        "strategy drafts from its own previous answer, as the node does",
+    )
     parser.add_argument("--params", help="params YAML (default: the shipped params/planner.yaml)")
     add_set_argument(parser)
     parser.add_argument(
@@ -163,6 +170,11 @@ def run(args: argparse.Namespace) -> int:
     if args.compare_graphs:
         return _compare_graphs(planner, strategies, args, source)
     with_hf = not args.no_hf and importlib.util.find_spec("transformers") is not None
+    sequence = None
+    if args.bag:
+        sequence = _bag_sequence(args.bag, planner, args.warmup + args.iters)
+        if sequence is None:
+            return 1
     report = run_bench(
         planner,
         strategies,
@@ -173,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
         with_hf=with_hf,
         progress=log.info,
         with_floor=not args.no_compute_floor,
+        sequence=sequence,
+        source=args.bag,
     )
     report["model"] = {"source": source, "backend": planner.runner.name, **report["model"]}
     report["model"]["cuda_graphs"] = planner.config.model.cuda_graphs
@@ -185,6 +199,30 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(text + "\n")
     return 0
+
+
+def _bag_sequence(bag: str, planner, needed: int):
+    """The observations replay builds from `bag` for `planner` (None, said, when the bag
+    cannot be read or holds fewer than `needed`)."""
+    from blockplan.bags import BagError
+    from blockplan.replay.observations import bag_observations
+
+    if getattr(planner.model.config, "embodiment", "vehicle") != "vehicle":
+        print("error: --bag: a driving bag needs a vehicle model", file=sys.stderr)
+        return None
+    log.info("bench: the observations of %s (replay, ideal timing)", bag)
+    try:
+        sequence = bag_observations(bag, planner.config, planner.schema)
+    except (BagError, OSError) as e:
+        print(f"error: --bag {bag}: {e}", file=sys.stderr)
+        return None
+    if len(sequence) < needed:
+        print(
+            f"error: --bag {bag}: {len(sequence)} observations, --warmup + --iters needs {needed}",
+            file=sys.stderr,
+        )
+        return None
+    return sequence
 
 
 def _compare_backends(planner, backends, strategies, args, source: str) -> int:
