@@ -72,6 +72,55 @@ def test_init_from_copies_a_folders_weights(recipe, dataset_dir, tmp_path):
     assert parameter_digest(target.module) == parameter_digest(source.module)
 
 
+def test_init_from_a_coarser_token_grid_resamples_the_cell_embeddings(
+    recipe, dataset_dir, tmp_path, capsys
+):
+    import torch
+
+    from blockplan.cli import main
+
+    train = load_shards(dataset_dir, "train", recipe)
+    source = Trainer(
+        recipe, train, tmp_path / "a", TrainConfig(steps=1, batch_size=2), progress=False
+    )
+    folder = source.model.save_pretrained(tmp_path / "m", recipe.tokenizer.to_str())
+    finer = Recipe.build("test", CAMERAS, NUM_FRAMES, vision_grid=(3, 4))
+    assert finer.model_config.tokens_per_image == 12 != recipe.model_config.tokens_per_image
+    fine_train = load_shards(dataset_dir, "train", finer)  # the prompts hold 12 per image
+    target = Trainer(
+        finer,
+        fine_train,
+        tmp_path / "b",
+        TrainConfig(steps=1, batch_size=2, seed=6),
+        progress=False,
+    )
+    target.init_from(folder)
+    theirs, mine = source.model.state_dict(), target.model.state_dict()
+    cells = "visual.cell_embed.weight"
+    assert set(theirs) == set(mine)
+    for name in theirs:  # everything else carries over as it was
+        if name != cells:
+            assert torch.equal(theirs[name], mine[name]), name
+    old, new = theirs[cells].reshape(2, 2, -1), mine[cells].reshape(3, 4, -1)
+    for (r, c), (R, C) in (((0, 0), (0, 0)), ((0, 1), (0, 3)), ((1, 0), (2, 0)), ((1, 1), (2, 3))):
+        torch.testing.assert_close(new[R, C], old[r, c])  # the corners stay where they were
+    torch.testing.assert_close(new[1, 0], (old[0, 0] + old[1, 0]) / 2)  # halfway down
+    assert target.fit()["step"] == 1  # and it trains
+    # Another encoder is not a grid change: refused, as any other architecture.
+    other = Recipe.build("reference", CAMERAS, NUM_FRAMES, vision_grid=(3, 4))
+    with pytest.raises(TrainError, match="architecture"):
+        Trainer(
+            other,
+            load_shards(dataset_dir, "train", other),
+            tmp_path / "c",
+            TrainConfig(steps=1, batch_size=2),
+            progress=False,
+        ).init_from(folder)
+    argv = ["train", "--data", str(dataset_dir), "--out", str(tmp_path / "d"), "--steps", "1"]
+    assert main([*argv, "--vision-grid", "3by4"]) != 0
+    assert "3by4" in capsys.readouterr().err
+
+
 def _futures(lateral_m: list[float]):
     import numpy as np
 

@@ -101,13 +101,14 @@ def run_streaming(args: argparse.Namespace, config: PlannerConfig) -> int:
 def _random_init_with_grid(preset: str, config: PlannerConfig, seed: int, grid: str):
     """A random-init planner whose images make rows x cols visual tokens (how the cost ratio
     scales when visual tokens dominate the prompt, as in larger VLAs)."""
+    from blockplan.model.vision import parse_grid
     from blockplan.planner.parts import random_parts
     from blockplan.planner.planner import Planner
 
     try:
-        rows, cols = (int(v) for v in grid.lower().split("x"))
+        rows, cols = parse_grid(grid)
     except ValueError as e:
-        raise ValueError(f"--grid {grid!r}: expected RxC, e.g. 8x8") from e
+        raise ValueError(f"--grid: {e}") from e
 
     def adjust(mc):  # rows x cols tokens per image; positions for the longer prompt
         decoder = dataclasses.replace(mc.decoder, max_position_embeddings=32768)

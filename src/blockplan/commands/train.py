@@ -61,6 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "instead of digit text (0: digits; model/ego.py)",
     )
     parser.add_argument(
+        "--vision-grid",
+        metavar="RxC",
+        help="visual tokens per image as a rows x cols grid (reference: 2x3); with "
+        "--init-from a folder of another grid, its cell embeddings are resampled",
+    )
+    parser.add_argument(
         "--history-rows",
         type=int,
         help="ego-history rows, 0.5 s apart, in the reference schema (3; an "
@@ -192,6 +198,11 @@ def run(args: argparse.Namespace) -> int:
             if args.history_rows < 1:
                 raise ValueError(f"--history-rows {args.history_rows}: must be >= 1")
             schema = dataclasses.replace(reference_schema(), num_history=args.history_rows)
+        vision_grid = None
+        if args.vision_grid:
+            from blockplan.model.vision import parse_grid
+
+            vision_grid = parse_grid(args.vision_grid)
         recipe = Recipe.build(
             arch,
             tuple(args.cameras),
@@ -200,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
             frame_period_s=period,
             trajectory_head=args.trajectory_head,
             ego_tokens=args.ego_tokens,
+            vision_grid=vision_grid,
         )
         show = ctx.is_main
         if args.data:

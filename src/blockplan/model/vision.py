@@ -63,6 +63,26 @@ class VisionConfig:
         return d
 
 
+def parse_grid(text: str) -> tuple[int, int]:
+    """`RxC` (e.g. `3x5`) → (rows, cols) of visual tokens per image; ValueError otherwise."""
+    try:
+        rows, cols = (int(v) for v in text.lower().split("x"))
+    except ValueError as e:
+        raise ValueError(f"grid {text!r}: expected RxC, e.g. 3x5") from e
+    if rows < 1 or cols < 1:
+        raise ValueError(f"grid {text!r}: rows and cols must be >= 1")
+    return rows, cols
+
+
+def resample_cells(table: torch.Tensor, old: tuple[int, int], new: tuple[int, int]) -> torch.Tensor:
+    """A (old rows*cols, W) table of per-cell embeddings, row-major, resampled bilinearly to
+    `new` (rows, cols) with the corners kept: a cell of the new grid gets the embedding of the
+    place it covers on the old one."""
+    grid = table.detach().T.reshape(1, table.shape[1], *old)  # (1, W, r, c)
+    out = F.interpolate(grid, size=new, mode="bilinear", align_corners=True)
+    return out.reshape(table.shape[1], new[0] * new[1]).T.contiguous()
+
+
 class SmallCNN(nn.Module):
     """Stride-2 3×3 conv stages with GELU, then adaptive average pooling to the token grid."""
 

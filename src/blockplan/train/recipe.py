@@ -78,15 +78,20 @@ class Recipe:
         frame_period_s: float | None = None,
         trajectory_head: str = "tokens",
         ego_tokens: int = 0,
+        vision_grid: tuple[int, int] | None = None,
     ) -> Recipe:
         """`frame_period_s`: the training frames' spacing, recorded in config.json (the
         runtime refuses a frame window of another spacing). `trajectory_head`: `tokens` or
         `flow` (docs/ALGORITHMS.md §7.1; `with_flow_statistics` sets its normalisation).
         `ego_tokens` > 0: a numeric ego encoder fills that many prompt slots with the ego
-        history instead of writing it as digits (model/ego.py)."""
+        history instead of writing it as digits (model/ego.py). `vision_grid`: (rows, cols)
+        of visual tokens per image instead of the arch's (the same encoder, pooled finer or
+        coarser)."""
         if arch not in ARCHS:
             raise ModelConfigError(f"arch={arch!r}: must be one of {sorted(ARCHS)}")
         decoder_kw, vision, streamable = ARCHS[arch]
+        if vision_grid is not None:
+            vision = dataclasses.replace(vision, grid=tuple(vision_grid))
         tokenizer = tokenizer or default_tokenizer()
         schema = schema or reference_schema()
         decoder = DecoderConfig(

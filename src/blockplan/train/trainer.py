@@ -32,6 +32,7 @@ from tqdm import tqdm
 from blockplan.errors import UserError
 from blockplan.model.ego import NUM_COLUMNS
 from blockplan.model.planner_model import PlannerModel
+from blockplan.model.vision import resample_cells
 from blockplan.train.checkpoint import MODEL_DIR, load_checkpoint, save_checkpoint
 from blockplan.train.distributed import (
     DistContext,
@@ -145,6 +146,7 @@ def make_optimizer(module: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
 
 
 EGO_INPUT = "ego_encoder.net.0.weight"  # the encoder's input layer, (hidden, rows * 6)
+CELL_EMBED = "visual.cell_embed.weight"  # (tokens per image, width), row-major grid cells
 
 
 def widen_rows(weight: torch.Tensor, extra: int) -> torch.Tensor:
@@ -251,6 +253,19 @@ class Trainer:
                     schema=dict(mine.schema) | {"num_history": theirs.rows},
                 )
                 state = dict(state) | {EGO_INPUT: widen_rows(state[EGO_INPUT], extra)}
+        # A folder of another visual token grid can start this run's grid: the encoder and
+        # the projector work per cell, so they carry over, and the cell embeddings are
+        # resampled onto the new grid (a cell gets the embedding of the place it covers).
+        their_vision = source.config.vision if isinstance(source, PlannerModel) else None
+        if (
+            their_vision is not None
+            and their_vision.grid != mine.vision.grid
+            and dataclasses.replace(mine.vision, grid=their_vision.grid) == their_vision
+        ):
+            grid = mine.vision.grid
+            mine = dataclasses.replace(mine, vision=their_vision)
+            cells = resample_cells(state[CELL_EMBED], their_vision.grid, grid)
+            state = dict(state) | {CELL_EMBED: cells}
         if not isinstance(source, PlannerModel) or source.config != mine:
             raise TrainError(f"{folder}: not a planner of this run's architecture and schema")
         fresh = tuple(
