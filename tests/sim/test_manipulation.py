@@ -90,3 +90,23 @@ def test_robot_demos_resume_and_build_a_data_set_split_by_seed(tmp_path):
     train = episodes_of(dataset, "train")
     assert len(train) == 1 and train[0]["frames"].shape[1:] == (2, 16, 16, 3)
     assert json.loads((dataset / "counts.json").read_text())["failed"] == {}
+
+
+def test_noise_injected_demonstrations_label_the_drifted_states_with_the_clean_expert(reach):
+    clean = run_expert(reach, seed=6, render_every=100, max_steps=30)
+    noisy = run_expert(reach, seed=6, render_every=100, max_steps=30, action_noise=0.3)
+    again = run_expert(reach, seed=6, render_every=100, max_steps=30, action_noise=0.3)
+    np.testing.assert_array_equal(noisy.joints, again.joints)  # seeded
+    np.testing.assert_array_equal(noisy.actions[0], clean.actions[0])  # the same first state
+    assert not np.allclose(noisy.joints[-1], clean.joints[-1])  # the arm drifted off its path
+    # Every recorded action is the expert's own at the state reached: replaying the executed
+    # (noisy) actions visits the same states, where the expert says what was recorded.
+    rng = np.random.default_rng([6, 0xDA27])
+    reach.reset(6)
+    for label in noisy.actions:
+        np.testing.assert_allclose(reach.expert_action(), label, atol=1e-12)
+        executed = label.copy()
+        executed[:-1] += rng.normal(0.0, 0.3, len(label) - 1)
+        reach.step(executed, render=False)
+    with pytest.raises(ValueError, match="action_noise"):
+        run_expert(reach, seed=6, action_noise=-0.1)

@@ -22,6 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-steps", type=int, default=200, help="steps per episode at most")
     parser.add_argument("--worker", type=int, default=0, help="this process's index (0)")
     parser.add_argument("--num-workers", type=int, default=1, help="processes sharing the run")
+    parser.add_argument("--action-noise", type=float, default=0.0,
+                        help="training episodes execute the expert's action plus Gaussian noise of "
+                        "this std on the end-effector deltas and record the clean action (DART "
+                        "noise injection: recovery states; 0: off)")  # fmt: skip
     parser.add_argument("--no-record", action="store_true", help="only build the data set")
     parser.add_argument("--no-dataset", action="store_true", help="only record the bags")
 
@@ -31,14 +35,15 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.worker < args.num_workers:
         raise UserError(f"--worker {args.worker}: must be in [0, --num-workers)")
-    if args.render_every < 1 or args.image_size < 8:
-        raise UserError("--render-every must be >= 1 and --image-size >= 8")
+    if args.render_every < 1 or args.image_size < 8 or args.action_noise < 0:
+        raise UserError("--render-every must be >= 1, --image-size >= 8, --action-noise >= 0")
     out: dict = {}
     if not args.no_record:
         counts = {"train": args.train, "val": args.val, "test": args.test}
         out["record"] = record_demos(args.out, args.tasks, counts, args.render_every,
                                      args.image_size, max_steps=args.max_steps,
-                                     worker=args.worker, num_workers=args.num_workers)  # fmt: skip
+                                     worker=args.worker, num_workers=args.num_workers,
+                                     action_noise=args.action_noise)  # fmt: skip
     if not args.no_dataset:
         out["dataset"] = str(build_dataset(args.out))
     print(json.dumps(out))

@@ -227,10 +227,24 @@ class Demonstration:
 
 
 def run_expert(
-    env: ManipulationEnv, seed: int, render_every: int = 4, max_steps: int = 200, tail: int = 8
+    env: ManipulationEnv,
+    seed: int,
+    render_every: int = 4,
+    max_steps: int = 200,
+    tail: int = 8,
+    action_noise: float = 0.0,
 ) -> Demonstration:
     """One scripted-expert episode: until `tail` steps after the first success (or
-    `max_steps`); frames at every `render_every`-th step."""
+    `max_steps`); frames at every `render_every`-th step.
+
+    `action_noise` > 0 (noise injection, as in DART): the arm executes the expert's action
+    plus Gaussian noise of that standard deviation on the end-effector deltas (not the
+    gripper), while the demonstration records the expert's clean action at every state it
+    reaches. The states drift off the expert's own path the way a learned policy's do, and
+    each is labelled with how the expert gets back. The noise is seeded by `seed`."""
+    if action_noise < 0:
+        raise ValueError(f"action_noise={action_noise}: must be >= 0")
+    rng = np.random.default_rng([int(seed), 0xDA27])
     obs = env.reset(seed)
     joints, velocities, actions, frames = [], [], [], {}
     end = max_steps
@@ -243,7 +257,11 @@ def run_expert(
         actions.append(action)
         if t + 1 >= end:
             break
-        obs = env.step(action, render=(t + 1) % render_every == 0)
+        executed = action
+        if action_noise > 0:
+            executed = action.copy()
+            executed[:-1] += rng.normal(0.0, action_noise, len(action) - 1)
+        obs = env.step(executed, render=(t + 1) % render_every == 0)
         if env.success and end == max_steps:
             end = min(max_steps, t + 1 + tail)
     return Demonstration(

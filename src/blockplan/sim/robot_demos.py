@@ -67,7 +67,11 @@ def record_demos(
     worker: int = 0,
     num_workers: int = 1,
     progress_every: int = 10,
+    action_noise: float = 0.0,
 ) -> dict[str, int]:
+    """Record the scripted expert's episodes of `tasks` as bags under OUT/bags (resumable:
+    an existing bag is kept). `action_noise`: noise-injected training episodes
+    (`run_expert`); validation and test episodes are always clean."""
     root = Path(out)
     plan = episode_plan(tasks, counts)[worker::num_workers]
     envs: dict[str, ManipulationEnv] = {}
@@ -80,11 +84,13 @@ def record_demos(
             continue
         if task not in envs:
             envs[task] = ManipulationEnv(task, image_size, cameras)
-        demo = run_expert(envs[task], seed, render_every, max_steps)
+        noise = action_noise if split == "train" else 0.0
+        demo = run_expert(envs[task], seed, render_every, max_steps, action_noise=noise)
         tmp = path.with_name(f"tmp_{os.getpid()}_{path.name}")
         if tmp.exists():
             tmp.unlink()
-        write_demo_bag(demo, tmp, extra={"split": split, "render_every": render_every})
+        extra = {"split": split, "render_every": render_every, "action_noise": noise}
+        write_demo_bag(demo, tmp, extra=extra)
         os.replace(tmp, path)
         done += 1
         if done % progress_every == 0:
