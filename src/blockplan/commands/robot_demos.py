@@ -22,10 +22,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-steps", type=int, default=200, help="steps per episode at most")
     parser.add_argument("--worker", type=int, default=0, help="this process's index (0)")
     parser.add_argument("--num-workers", type=int, default=1, help="processes sharing the run")
-    parser.add_argument("--action-noise", type=float, default=0.0,
-                        help="training episodes execute the expert's action plus Gaussian noise of "
-                        "this std on the end-effector deltas and record the clean action (DART "
-                        "noise injection: recovery states; 0: off)")  # fmt: skip
+    parser.add_argument(
+        "--action-noise",
+        type=float,
+        default=0.0,
+        help="training episodes execute the expert's action plus Gaussian noise of this std on "
+        "the end-effector deltas and record the clean action (DART noise injection: recovery "
+        "states; 0: off)",
+    )
     parser.add_argument("--no-record", action="store_true", help="only build the data set")
     parser.add_argument("--no-dataset", action="store_true", help="only record the bags")
 
