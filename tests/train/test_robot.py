@@ -176,3 +176,38 @@ def test_train_robot_smoke_run_writes_a_loadable_student_with_its_card(data, tmp
     report = json.loads(capsys.readouterr().out)
     assert report["pipelined_speedup_vs_full_diffusion"] > 0
     assert report["model"]["weights"] == "sha256-verified"
+
+
+def test_fine_tuning_keeps_the_folders_schema_on_data_with_other_ranges(data, tmp_path, capsys):
+    base = ["train", "--embodiment", "robot", "--steps", "1", "--teacher-steps", "2"]
+    base += ["--batch-size", "4", "--num-threads", "1", "--device", "cpu", "--eval-samples", "0"]
+    base += ["--val-samples", "4", "--log-every", "1"]
+    first = tmp_path / "first"
+    argv = base + ["--data", str(data), "--out", str(first), "--arch", "robot-test"]
+    assert main(argv + ["--horizon", "3", "--bins", "16"]) == 0
+    other = tmp_path / "other-data"  # another seed: other positions, other bin ranges
+    write_synthetic_dataset(other, {"train": 4, "val": 2}, num_steps=6, seed=7)
+    assert data_ranges(other, 0.01) != data_ranges(data, 0.01)
+    tuned = tmp_path / "tuned"
+    argv = base + ["--data", str(other), "--out", str(tuned), "--init-from", str(first / "best")]
+    capsys.readouterr()
+    assert main(argv) == 0
+    config = robot_config(None, ("front", "wrist"), 1)
+    before = Planner.from_folder(first / "best", config)
+    after = Planner.from_folder(tuned / "best", config)
+    # the folder's config, schema (bin ranges included) and size carry over
+    assert isinstance(after.model, PlannerModel) and after.schema == before.schema
+    assert after.model.config.to_dict() == before.model.config.to_dict()
+    changed = [
+        n
+        for n, p in after.model.state_dict().items()
+        if not torch.equal(p, before.model.state_dict()[n])
+    ]
+    assert changed  # it trained
+    card = (tuned / "best" / "MODEL_CARD.md").read_text()
+    assert f"--init-from {first / 'best'}" in card and "--bins" not in card
+    wider = tmp_path / "wider-data"  # another action dimension cannot fine-tune this folder
+    write_synthetic_dataset(wider, {"train": 4, "val": 2}, num_steps=6, action_dim=4)
+    argv = base + ["--data", str(wider), "--out", str(tmp_path / "x")]
+    assert main(argv + ["--init-from", str(first / "best")]) == 2
+    assert "action_dim=4, the model" in capsys.readouterr().err

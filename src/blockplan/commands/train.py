@@ -293,16 +293,19 @@ def run_robot(args: argparse.Namespace) -> int:
     else:
         device = args.device
     try:
-        recipe = RobotRecipe.build(
-            arch,
-            args.data,
-            horizon=args.horizon,
-            num_bins=args.bins,
-            block_size=args.block_size,
-            num_frames=args.num_frames or 1,
-            instruction_budget=args.instruction_budget,
-            quantile=args.range_quantile,
-        )
+        if args.init_from:  # fine-tuning: the folder's schema (bins, ranges) and size
+            recipe = RobotRecipe.of_folder(args.init_from, args.data)
+        else:
+            recipe = RobotRecipe.build(
+                arch,
+                args.data,
+                horizon=args.horizon,
+                num_bins=args.bins,
+                block_size=args.block_size,
+                num_frames=args.num_frames or 1,
+                instruction_budget=args.instruction_budget,
+                quantile=args.range_quantile,
+            )
         train_set = load_robot_examples(args.data, "train", recipe)
         try:
             val_set = load_robot_examples(args.data, "val", recipe)
@@ -343,9 +346,9 @@ def _robot_command(args: argparse.Namespace, arch: str, config, recipe) -> str:
 
     mc, schema = recipe.model_config, recipe.schema
     parts = ["blockplan", "train", "--embodiment", "robot", "--data", args.data, "--out", args.out]
+    if not args.init_from:
+        parts += ["--arch", arch]
     parts += [
-        "--arch",
-        arch,
         "--steps",
         config.student_steps,
         "--teacher-steps",
@@ -362,6 +365,11 @@ def _robot_command(args: argparse.Namespace, arch: str, config, recipe) -> str:
         config.grad_clip,
         "--seed",
         config.seed,
+    ]
+    if args.init_from:  # the schema and the size are the folder's
+        parts += ["--init-from", args.init_from]
+        return " ".join(shlex.quote(str(p)) for p in parts)
+    parts += [
         "--horizon",
         schema.horizon,
         "--bins",

@@ -86,6 +86,33 @@ class RobotRecipe:
     def of_config(cls, config: PlannerModelConfig, tokenizer: Tokenizer) -> RobotRecipe:
         return cls(config, action_schema_from_dict(config.schema), tokenizer)
 
+    @classmethod
+    def of_folder(cls, folder: str | Path, data: str | Path) -> RobotRecipe:
+        """The recipe of the robot model folder `folder` (fine-tuning it on `data`): its
+        config, tokenizer and action schema, bin ranges included, so its weights keep their
+        meaning; values of `data` outside those ranges are clipped (counted in
+        `RobotExamples.num_clipped`). `data` must have the folder's dimensions and cameras."""
+        from blockplan.model.weights import read_config
+        from blockplan.schema.tokenizer import load_tokenizer
+
+        raw = read_config(folder)
+        if raw.get("model_type") != "blockplan_planner" or raw.get("embodiment") != "robot":
+            raise RobotDataError(f"{folder}: not a robot model folder")
+        config = PlannerModelConfig.from_dict(raw)
+        recipe = cls.of_config(config, load_tokenizer(folder))
+        manifest = read_robot_manifest(data)
+        for key in ("action_dim", "proprio_dim"):
+            ours, theirs = getattr(recipe.schema, key), int(manifest[key])
+            if ours != theirs:
+                raise RobotDataError(f"{data}: {key}={theirs}, the model {folder} has {ours}")
+        missing = [c for c in config.camera_names if c not in manifest["camera_names"]]
+        if missing:
+            raise RobotDataError(
+                f"{data}: no camera {missing[0]!r} of the model {folder} "
+                f"(cameras: {list(manifest['camera_names'])})"
+            )
+        return recipe
+
     @cached_property
     def scaffold(self) -> Scaffold:
         return compile_action_scaffold(self.schema, self.tokenizer, self.model_config.block_size)
