@@ -174,3 +174,19 @@ def test_read_sidecar_refuses_other_weights_and_changed_graphs(exported, tmp_pat
         read_sidecar(copy)
     with pytest.raises(ExportError, match="missing"):
         read_sidecar(tmp_path / "nowhere")
+
+
+def test_vision_frame_matches_the_tower_with_keypoints():
+    import dataclasses
+
+    torch.manual_seed(3)
+    config = preset_config("test", 40, ("front", "rear"), 2)
+    vision = dataclasses.replace(config.vision, keypoints=3)
+    model = PlannerModel(dataclasses.replace(config, vision=vision)).eval()
+    images = torch.randn(4, 3, vision.image_height, vision.image_width)
+    batch = model.visual(images)
+    assert batch.shape[1] == vision.grid[0] * vision.grid[1] + 1
+    frame = VisionFrame(model.visual)
+    for i in range(4):
+        one = frame(images[i : i + 1], torch.tensor([i // 2]), torch.tensor([i % 2]))
+        torch.testing.assert_close(one[0], batch[i], atol=1e-5, rtol=1e-5)

@@ -184,7 +184,8 @@ def test_fine_tuning_keeps_the_folders_schema_on_data_with_other_ranges(data, tm
     base += ["--val-samples", "4", "--log-every", "1"]
     first = tmp_path / "first"
     argv = base + ["--data", str(data), "--out", str(first), "--arch", "robot-test"]
-    assert main(argv + ["--horizon", "3", "--bins", "16"]) == 0
+    assert main(argv + ["--horizon", "3", "--bins", "16", "--vision-keypoints", "2"]) == 0
+    assert "--vision-keypoints 2" in (first / "best" / "MODEL_CARD.md").read_text()
     other = tmp_path / "other-data"  # another seed: other positions, other bin ranges
     write_synthetic_dataset(other, {"train": 4, "val": 2}, num_steps=6, seed=7)
     assert data_ranges(other, 0.01) != data_ranges(data, 0.01)
@@ -198,6 +199,7 @@ def test_fine_tuning_keeps_the_folders_schema_on_data_with_other_ranges(data, tm
     # the folder's config, schema (bin ranges included) and size carry over
     assert isinstance(after.model, PlannerModel) and after.schema == before.schema
     assert after.model.config.to_dict() == before.model.config.to_dict()
+    assert after.model.config.vision.keypoints == 2  # the keypoint token too
     changed = [
         n
         for n, p in after.model.state_dict().items()
@@ -211,3 +213,7 @@ def test_fine_tuning_keeps_the_folders_schema_on_data_with_other_ranges(data, tm
     argv = base + ["--data", str(wider), "--out", str(tmp_path / "x")]
     assert main(argv + ["--init-from", str(first / "best")]) == 2
     assert "action_dim=4, the model" in capsys.readouterr().err
+    # a recipe flag the folder does not have is refused, not silently ignored
+    argv = base + ["--data", str(other), "--out", str(tmp_path / "y")]
+    assert main(argv + ["--init-from", str(first / "best"), "--bins", "32"]) == 2
+    assert "--bins 32: --init-from" in capsys.readouterr().err

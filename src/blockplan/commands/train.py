@@ -145,6 +145,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bin ranges: these quantiles of the training data (0.01)",
     )
     robot.add_argument(
+        "--vision-keypoints",
+        type=int,
+        default=0,
+        help="spatial-softmax keypoints per image, one more visual token (0: none; "
+        "docs/ALGORITHMS.md §8.1)",
+    )
+    robot.add_argument(
         "--eval-samples",
         type=int,
         default=8,
@@ -295,6 +302,7 @@ def run_robot(args: argparse.Namespace) -> int:
     try:
         if args.init_from:  # fine-tuning: the folder's schema (bins, ranges) and size
             recipe = RobotRecipe.of_folder(args.init_from, args.data)
+            _check_recipe_flags(args, recipe)
         else:
             recipe = RobotRecipe.build(
                 arch,
@@ -305,6 +313,7 @@ def run_robot(args: argparse.Namespace) -> int:
                 num_frames=args.num_frames or 1,
                 instruction_budget=args.instruction_budget,
                 quantile=args.range_quantile,
+                keypoints=args.vision_keypoints,
             )
         train_set = load_robot_examples(args.data, "train", recipe)
         try:
@@ -340,6 +349,28 @@ def run_robot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_recipe_flags(args: argparse.Namespace, recipe) -> None:
+    """A fine-tune keeps the folder's recipe: a recipe flag that asks for something else is
+    an error, not silently ignored."""
+    from blockplan.train.robot_data import RobotDataError
+
+    mc, schema = recipe.model_config, recipe.schema
+    asked = {
+        "--horizon": (args.horizon, schema.horizon, 8),
+        "--bins": (args.bins, schema.num_bins, 256),
+        "--block-size": (args.block_size, mc.block_size, None),
+        "--num-frames": (args.num_frames, mc.num_frames, None),
+        "--instruction-budget": (args.instruction_budget, schema.instruction_budget, 16),
+        "--vision-keypoints": (args.vision_keypoints, mc.vision.keypoints, 0),
+    }
+    for flag, (value, theirs, default) in asked.items():
+        if value != default and value != theirs:
+            raise RobotDataError(
+                f"{flag} {value}: --init-from {args.init_from} has {theirs} (a fine-tune "
+                "keeps the folder's recipe)"
+            )
+
+
 def _robot_command(args: argparse.Namespace, arch: str, config, recipe) -> str:
     """The command line that reproduces a robot run (for its model card)."""
     import shlex
@@ -366,6 +397,8 @@ def _robot_command(args: argparse.Namespace, arch: str, config, recipe) -> str:
         "--seed",
         config.seed,
     ]
+    if args.max_minutes is not None:
+        parts += ["--max-minutes", args.max_minutes]
     if args.init_from:  # the schema and the size are the folder's
         parts += ["--init-from", args.init_from]
         return " ".join(shlex.quote(str(p)) for p in parts)
@@ -383,4 +416,6 @@ def _robot_command(args: argparse.Namespace, arch: str, config, recipe) -> str:
         "--range-quantile",
         args.range_quantile,
     ]
+    if mc.vision.keypoints:
+        parts += ["--vision-keypoints", mc.vision.keypoints]
     return " ".join(shlex.quote(str(p)) for p in parts)

@@ -50,7 +50,7 @@ class VisionFrame(nn.Module):
         dtype = tower.camera_embed.weight.dtype
         probe = torch.zeros(1, 3, cfg.image_height, cfg.image_width, dtype=dtype)
         with torch.no_grad():
-            _, _, fh, fw = tower.encoder.stages(probe).shape
+            _, _, fh, fw = tower.encoder.features(probe)[0].shape
         self.register_buffer("pool_rows", adaptive_pool_matrix(fh, cfg.grid[0]).to(dtype))
         self.register_buffer("pool_cols", adaptive_pool_matrix(fw, cfg.grid[1]).to(dtype))
 
@@ -58,9 +58,12 @@ class VisionFrame(nn.Module):
         self, image: torch.Tensor, camera_index: torch.Tensor, frame_index: torch.Tensor
     ) -> torch.Tensor:
         t = self.tower
-        features = t.encoder.stages(image)  # (1, C, fh, fw)
+        features, found = t.encoder.features(image)  # (1, C, fh, fw)
         pooled = torch.einsum("gh,nchw,kw->ncgk", self.pool_rows, features, self.pool_cols)
-        tokens = t.projector(pooled.flatten(2).transpose(1, 2))  # (1, G, Hd) row-major cells
+        encoded = pooled.flatten(2).transpose(1, 2)  # (1, cells, C) row-major
+        if found is not None:  # the keypoint token after the cells
+            encoded = torch.cat([encoded, t.encoder.keypoint_token(found)], dim=1)
+        tokens = t.projector(encoded)  # (1, G, Hd)
         cells = t.cell_embed.weight  # (G, Hd)
         identity = t.camera_embed(camera_index)  # (1, Hd)
         if t.frame_embed is not None:

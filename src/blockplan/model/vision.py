@@ -35,6 +35,9 @@ class VisionConfig:
     image_width: int = 128
     channels: tuple[int, ...] = (16, 32, 64)
     grid: tuple[int, int] = (4, 4)  # (rows, cols) of visual tokens per image
+    # Spatial-softmax keypoints: K learned feature maps → their expected (x, y) image
+    # positions, as one more token per image (0: none). See SmallCNN.
+    keypoints: int = 0
 
     def __post_init__(self) -> None:
         if self.image_height < 8 or self.image_width < 8:
@@ -45,10 +48,13 @@ class VisionConfig:
             raise ModelConfigError(f"vision.channels={self.channels!r}: must be positive")
         if min(self.grid) < 1:
             raise ModelConfigError(f"vision.grid={self.grid!r}: must be positive")
+        if self.keypoints < 0:
+            raise ModelConfigError(f"vision.keypoints={self.keypoints}: must be >= 0")
 
     @property
     def tokens_per_image(self) -> int:
-        return self.grid[0] * self.grid[1]
+        """The grid's cells, then the keypoint token when there is one."""
+        return self.grid[0] * self.grid[1] + (1 if self.keypoints else 0)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> VisionConfig:
@@ -60,6 +66,8 @@ class VisionConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["channels"], d["grid"] = list(self.channels), list(self.grid)
+        if not self.keypoints:  # folders without keypoints keep their config.json as it was
+            del d["keypoints"]
         return d
 
 
@@ -84,23 +92,71 @@ def resample_cells(table: torch.Tensor, old: tuple[int, int], new: tuple[int, in
 
 
 class SmallCNN(nn.Module):
-    """Stride-2 3×3 conv stages with GELU, then adaptive average pooling to the token grid."""
+    """Stride-2 3×3 conv stages with GELU, then adaptive average pooling to the token grid.
+
+    With `keypoints` K > 0 it also finds K points per image (spatial softmax, as in
+    end-to-end visuomotor policies, docs/ALGORITHMS.md §8.1): a 1×1 conv turns the features
+    of the second-to-last stage (stride 4: 16×16 cells of a 64×64 image) into K maps, a
+    softmax over each map's cells (a learned temperature) weights the cell centres, and the
+    K expected (x, y) positions in [-1, 1] become one more token, after the grid's. Average
+    pooling keeps *what* a cell holds but not *where* in the cell it is (a 4×4 grid of a
+    64×64 image is 16 pixels a cell); the expected positions carry where, below a pixel.
+    """
 
     def __init__(self, config: VisionConfig) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         in_ch = 3
+        widths = []
         for ch in config.channels:
             layers += [nn.Conv2d(in_ch, ch, 3, stride=2, padding=1), nn.GroupNorm(1, ch), nn.GELU()]
             in_ch = ch
+            widths.append(ch)
         self.stages = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(config.grid)
         self.feature_dim = in_ch
         self.tokens_per_image = config.tokens_per_image
+        self.num_keypoints = config.keypoints
+        if config.keypoints:
+            # the stage the points are found in: the second-to-last (the last with one)
+            self.keypoint_stage = max(len(widths) - 2, 0)
+            self.keypoint_conv = nn.Conv2d(widths[self.keypoint_stage], config.keypoints, 1)
+            self.keypoint_log_temperature = nn.Parameter(torch.zeros(()))
+            self.keypoint_proj = nn.Linear(2 * config.keypoints, in_ch)
+
+    def features(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The last stage's features (N, C, fh, fw) and, with keypoints, those of the stage
+        the points are found in (None without)."""
+        x, found = images, None
+        for i in range(len(self.stages) // 3):
+            x = self.stages[3 * i + 2](self.stages[3 * i + 1](self.stages[3 * i](x)))
+            if self.num_keypoints and i == self.keypoint_stage:
+                found = x
+        return x, found
+
+    def keypoint_positions(self, features: torch.Tensor) -> torch.Tensor:
+        """(N, C', h, w) features → (N, K, 2): the expected (x, y) of each of the K maps, x
+        left → right and y top → bottom in [-1, 1] (the cell centres weighted by the map's
+        softmax)."""
+        maps = self.keypoint_conv(features)  # (N, K, h, w)
+        n, k, h, w = maps.shape
+        weights = torch.softmax(maps.flatten(2) * self.keypoint_log_temperature.exp(), dim=-1)
+        xs = (torch.arange(w, dtype=maps.dtype, device=maps.device) + 0.5) * (2.0 / w) - 1.0
+        ys = (torch.arange(h, dtype=maps.dtype, device=maps.device) + 0.5) * (2.0 / h) - 1.0
+        cx = xs.repeat(h)  # (h*w,) row-major
+        cy = ys.repeat_interleave(w)
+        return torch.cat([weights @ cx[:, None], weights @ cy[:, None]], dim=-1)  # (N, K, 2)
+
+    def keypoint_token(self, features: torch.Tensor) -> torch.Tensor:
+        """(N, C', h, w) features → the keypoint token (N, 1, C)."""
+        return self.keypoint_proj(self.keypoint_positions(features).flatten(1))[:, None]
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        features = self.pool(self.stages(images))  # (N, C, gh, gw)
-        return features.flatten(2).transpose(1, 2)  # (N, gh*gw, C), row-major grid cells
+        last, found = self.features(images)
+        tokens = self.pool(last).flatten(2).transpose(1, 2)  # (N, gh*gw, C), row-major cells
+        if found is None:
+            return tokens
+        return torch.cat([tokens, self.keypoint_token(found)], dim=1)  # (N, G + 1, C)
 
 
 class VisionTower(nn.Module):

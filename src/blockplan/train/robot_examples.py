@@ -4,6 +4,7 @@ split of a robot data set (`robot_data.py`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -54,10 +55,11 @@ class RobotRecipe:
         instruction_budget: int = 16,
         quantile: float = 0.01,
         tokenizer: Tokenizer | None = None,
+        keypoints: int = 0,
     ) -> RobotRecipe:
         """A recipe for the data set at `data`: its cameras and dimensions, bins over the
         training split's per-dimension ranges, block size `block_size` (default: the action
-        dimension)."""
+        dimension), `keypoints` spatial-softmax points per image (model/vision.py)."""
         if arch not in robot_preset_names():
             raise RobotDataError(f"arch={arch!r}: must be one of {robot_preset_names()}")
         manifest = read_robot_manifest(data)
@@ -80,6 +82,9 @@ class RobotRecipe:
             schema=action_schema_to_dict(schema),
             max_position_embeddings=2048,
         )
+        if keypoints:
+            vision = dataclasses.replace(config.vision, keypoints=keypoints)
+            config = dataclasses.replace(config, vision=vision)
         return cls(config, schema, tokenizer)
 
     @classmethod
