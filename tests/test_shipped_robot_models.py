@@ -123,3 +123,77 @@ def test_closed_loop_and_the_demo_on_meta_world(folder, tmp_path):
     assert metrics["held_fraction"] == 0.0 and metrics["chunks"] == 3
     assert all(v <= 1e-9 for v in metrics["action_mae"].values()), metrics["action_mae"]
     assert (demo / "report.html").is_file() and (demo / "episode.mcap").is_file()
+
+
+@every_folder
+def test_the_runtime_shows_the_model_what_training_showed_it(folder, tmp_path):
+    """Train/serve parity: an expert episode recorded as a bag and built into a data set
+    (`robot-demos`' path) gives the same prompt token ids and the same model-ready images
+    at every step the runtime requests a chunk while the same episode runs in closed loop
+    (the runtime fed as the node feeds it, the expert's actions applied)."""
+    from blockplan.closedloop.robot import START_NS, model_actor, run_episode
+    from blockplan.runtime.clock import VirtualClock
+    from blockplan.runtime.robot import RobotRuntime
+    from blockplan.sim.manipulation import (
+        CONTROL_PERIOD_S,
+        JOINT_NAMES,
+        ManipulationEnv,
+        run_expert,
+    )
+    from blockplan.sim.robot_bag import read_demo_bag, write_demo_bag
+    from blockplan.sim.robot_demos import bag_path
+    from blockplan.train.robot_data import RobotDatasetWriter
+    from blockplan.train.robot_examples import RobotRecipe, load_robot_examples
+
+    pytest.importorskip("metaworld")
+    env = ManipulationEnv("reach", 64, ("front", "wrist"))
+    try:
+        demo = run_expert(env, 123, 4, 24)
+        path = bag_path(tmp_path, "train", "reach", 123)
+        path.parent.mkdir(parents=True)
+        write_demo_bag(demo, path, extra={"split": "train", "render_every": 4})
+        episode = read_demo_bag(path)  # as build_dataset reads it (which keeps only successes)
+        data = tmp_path / "dataset"
+        with RobotDatasetWriter(data, ("front", "wrist"), len(JOINT_NAMES), 4,
+                                CONTROL_PERIOD_S) as w:  # fmt: skip
+            w.add("train", episode.frames, episode.joints.astype(np.float32),
+                  episode.actions.astype(np.float32), episode.instruction, task="reach/seed_123",
+                  stamp_ns=episode.stamp_ns - episode.stamp_ns[0])  # fmt: skip
+        recipe = RobotRecipe.of_folder(folder, data)
+        examples = load_robot_examples(data, "train", recipe)
+        config, planner = robot_planner(folder)
+        seen = []
+
+        class Recording:
+            def __init__(self, inner):
+                self.inner = inner
+
+            def __getattr__(self, name):
+                return getattr(self.inner, name)
+
+            def plan(self, observation):
+                ids = np.asarray(self.inner.render(observation).token_ids)
+                seen.append((observation.stamp_ns, ids, self.inner.images(observation)))
+                return self.inner.plan(observation)
+
+        clock = VirtualClock(START_NS)
+        runtime = RobotRuntime(config, Recording(planner), clock, timing="ideal")
+        feed = model_actor(runtime, clock, env.instruction, {})
+
+        def act(t, stamp, obs):
+            feed(t, stamp, obs)
+            return env.expert_action()
+
+        run_episode(env, "model", 123, act, len(demo.actions), 4)
+        runtime.close()
+    finally:
+        env.close()
+    period = round(CONTROL_PERIOD_S * 1e9)
+    preprocess = planner.model.visual.preprocess
+    assert len(seen) == len(demo.actions) // 4  # a chunk every replan_steps = 4 steps
+    for stamp, ids, images in seen:
+        t = (stamp - START_NS) // period
+        np.testing.assert_array_equal(ids, examples.prompt_ids[t])
+        trained = torch.cat([preprocess(torch.from_numpy(im.copy())[None])
+                             for im in examples.images[t]])  # fmt: skip
+        torch.testing.assert_close(images, trained, atol=0, rtol=0)
