@@ -222,3 +222,15 @@ def test_samples_from_the_start_of_the_recording_see_what_the_runtime_sees(highw
     assert first["stamp_ns"][0] == 3_000_000_000  # the default waits for a full history
     with pytest.raises(DatasetError, match="start"):
         DatasetOptions(scenarios=("highway",), episodes=1, duration_s=12.0, start_s=-1.0)
+
+
+def test_every_sample_records_the_lane_pose_at_its_instant(highway_log) -> None:
+    """The training-only lane-pose target is the log's lane pose at t0, and the training
+    examples read it (an older shard without it reads as unknown, NaN)."""
+    from blockplan.sim.dataset import episode_samples
+
+    options = DatasetOptions(scenarios=("highway",), episodes=1, duration_s=12.0)
+    arrays, _ = episode_samples(highway_log, load_rig(), options)
+    at = [highway_log.index_at(s / 1e9) for s in arrays["stamp_ns"]]
+    assert arrays["lane_pose"].shape == (len(at), 2)
+    np.testing.assert_allclose(arrays["lane_pose"], highway_log.lane_pose[at], atol=1e-6)

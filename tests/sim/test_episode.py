@@ -62,3 +62,22 @@ def test_the_perturbation_schedule_is_reproducible_and_leaves_a_future() -> None
     assert all(0.4 <= p.duration_s <= 0.8 and 0.02 <= abs(p.steering_rad) <= 0.06 for p in a)
     assert a[-1].start_s + a[-1].duration_s + 5.0 <= 30.0
     assert perturbation_schedule(7, 5.5, 6.0, 5.0) == ()
+
+
+def test_the_lane_pose_is_the_offset_from_the_own_lane_and_the_heading_error() -> None:
+    """Highway lanes are straight, 4 m apart, centred at y = 0, -4, ... (REP-103), along +x:
+    the recorded lane pose must be that geometry's offset and heading, through a lane change."""
+    from blockplan.sim.episode import EGO_Y, EGO_YAW, Perturbation
+
+    event = Perturbation(start_s=2.0, duration_s=0.8, steering_rad=0.06)
+    log = run_episode(get_scenario("highway"), 3, 8.0, (event,))
+    assert log.lane_pose.shape == (log.num_steps, 2)
+    y = log.ego[:, EGO_Y]
+    offset = y - np.round(y / 4.0) * 4.0
+    # highway-env switches the lane a little past the half-way line (its closest-lane rule),
+    # so compare where the ego is clearly inside one lane
+    inside = np.abs(offset) < 1.8
+    assert inside.mean() > 0.9
+    np.testing.assert_allclose(log.lane_pose[inside, 0], offset[inside], atol=1e-6)
+    np.testing.assert_allclose(log.lane_pose[:, 1], log.ego[:, EGO_YAW], atol=1e-6)
+    assert np.abs(log.lane_pose[:, 0]).max() > 0.5  # the push moved it off the centre

@@ -56,6 +56,7 @@ def write_shard(path: Path, seed: int, num_samples: int = 4) -> None:
             "lateral": list(Lateral).index(Lateral.LANE_FOLLOW),
             "explanation": "Keep the lane at a steady speed.",
             "route_command": "lane_follow",
+            "lane_pose": [0.1 * seed - 0.05 * i, 0.01 * i],
         }
         for k, v in row.items():
             cols.setdefault(k, []).append(v)

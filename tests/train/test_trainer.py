@@ -1,5 +1,7 @@
+import dataclasses
 import json
 
+import numpy as np
 import pytest
 
 from blockplan.model.weights import load_pretrained
@@ -158,3 +160,55 @@ def test_trainer_draws_batches_from_the_pool(recipe, dataset_dir, tmp_path):
     drawn = [i for step in range(trainer.steps_per_epoch) for i in trainer.batch_indices(step)]
     assert set(drawn) <= set(range(len(train)))
     assert len(drawn) == trainer.steps_per_epoch * 2
+
+
+def test_the_lane_pose_probe_trains_the_vision_tower_resumes_and_stays_out_of_the_model(
+    recipe, dataset_dir, tmp_path
+):
+    """The probe's loss reaches the vision tower and the projector, not the decoder; the
+    checkpoint carries the probe (a resumed run is the straight run); the model folder is a
+    plain planner without it."""
+    from blockplan.model.weights import read_state_dict
+
+    train = load_shards(dataset_dir, "train", recipe)
+    val = load_shards(dataset_dir, "val", recipe)
+    config = TrainConfig(
+        steps=4,
+        batch_size=2,
+        warmup_steps=1,
+        save_every=3,
+        log_every=1,
+        val_samples=2,
+        seed=3,
+        lane_pose_weight=1.0,
+    )
+    trainer = Trainer(recipe, train, tmp_path / "g", config, val_set=val, progress=False)
+    batch = trainer.inputs(train, [0, 1], np.random.default_rng(0))
+    trainer.module(**batch)["lane_pose"].backward()
+    grads = {n: p.grad for n, p in trainer.module.named_parameters()}
+    assert grads["lane_head.weight"].abs().sum() > 0
+    assert any(g is not None and g.abs().sum() > 0 for n, g in grads.items() if "visual" in n)
+    assert all(g is None for n, g in grads.items() if n.startswith("model.decoder."))
+
+    straight = Trainer(recipe, train, tmp_path / "a", config, val_set=val, progress=False)
+    straight.fit()
+    interrupted = Trainer(recipe, train, tmp_path / "b", config, val_set=val, progress=False)
+    interrupted.fit(until=2)
+    resumed = Trainer(recipe, train, tmp_path / "b", config, val_set=val, progress=False)
+    assert resumed.resume() and resumed.step == 2
+    resumed.fit()
+    assert parameter_digest(resumed.module) == parameter_digest(straight.module)
+    lines = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert all("lane_pose" in r for r in lines if r["event"] == "train")
+    plain = Trainer(recipe, train, tmp_path / "c", dataclasses.replace(config, lane_pose_weight=0))
+    plain.save()
+    keys = set(read_state_dict(tmp_path / "b" / "best"))
+    assert keys == set(read_state_dict(tmp_path / "c" / "checkpoint" / "model"))
+    assert not any("lane" in k for k in keys)
+
+
+def test_the_lane_pose_probe_needs_data_that_records_the_lane_pose(recipe, dataset_dir):
+    train = load_shards(dataset_dir, "train", recipe)
+    train.lane_pose[:] = np.nan  # a data set written before the lane pose was recorded
+    with pytest.raises(TrainError, match="lane pose"):
+        Trainer(recipe, train, "unused", TrainConfig(steps=1, lane_pose_weight=1.0))

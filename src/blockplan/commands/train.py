@@ -115,6 +115,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         help="lateral deviation (m) that makes a sample lateral (1.0)",
     )
+    parser.add_argument(
+        "--lane-pose-weight",
+        type=float,
+        default=0.0,
+        help="vehicles: weight of a training-only probe that reads the ego's pose in its lane "
+        "(offset, heading error) from the newest visual tokens, so they carry it "
+        "(needs data sets that record the lane pose; 0: off)",
+    )
     parser.add_argument("--num-threads", type=int, default=2, help="torch CPU threads (2)")
     parser.add_argument(
         "--device",
@@ -254,6 +262,7 @@ def run(args: argparse.Namespace) -> int:
             max_minutes=args.max_minutes,
             lateral_share=args.lateral_share,
             lateral_threshold_m=args.lateral_threshold,
+            lane_pose_weight=args.lane_pose_weight,
         )
         trainer = Trainer(recipe, train_set, args.out, config, ctx, val_set)
         if args.resume and trainer.resume():

@@ -246,6 +246,8 @@ def episode_samples(
         add("explanation", a.explanation)
         add("answer_text", render_answer_text(a, schema))
         add("route_command", label.route_command)
+        if log.lane_pose is not None:
+            add("lane_pose", log.lane_pose[log.index_at(float(t0))])
     dtypes = {
         "images": np.uint8,
         "frame_stamps_ns": np.int64,

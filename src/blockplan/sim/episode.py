@@ -23,6 +23,7 @@ from blockplan.sim.world import (
     EgoPose,
     Snapshot,
     hw_to_rep_yaw,
+    wrap_angle,
 )
 
 # Car paint colours (RGB), picked per vehicle from its id.
@@ -58,6 +59,10 @@ class EpisodeLog:
     crashed_at: time of the ego's crash (negative: during the warm-up), or None.
     perturbed: (S,) bool, True where the action applied from step i to i + 1 had a steering
     perturbation added (`Perturbation`); None: an unperturbed expert throughout.
+    lane_pose: (S, 2) the ego's pose relative to its own lane (the one highway-env assigns it
+    at each step): the left-positive offset (m) from the lane's centre line and the heading
+    error (rad, REP-103 yaw minus the lane's heading at the ego's station); what a vehicle's
+    localisation against its map provides. Training uses it as an auxiliary target only.
     """
 
     scenario: str
@@ -73,6 +78,7 @@ class EpisodeLog:
     road: RoadMap
     crashed_at: float | None
     perturbed: np.ndarray | None = field(default=None)
+    lane_pose: np.ndarray | None = field(default=None)
 
     def is_clean(self, i0: int, i1: int) -> bool:
         """Whether the states i0 .. i1 all follow from the expert's own actions (no
@@ -180,7 +186,7 @@ def pose_of(obj: Any) -> tuple[float, float, float, float]:
     return float(x), float(-y), hw_to_rep_yaw(float(obj.heading)), float(obj.speed)
 
 
-def _ego_row(env: Any) -> tuple[list[float], tuple[str, str, int], bool]:
+def _ego_row(env: Any) -> tuple[list[float], tuple[str, str, int], bool, tuple[float, float]]:
     v = env.vehicle
     lane_index = tuple(v.lane_index)
     lane0 = env.road.network.get_lane((lane_index[0], lane_index[1], 0))
@@ -188,7 +194,16 @@ def _ego_row(env: Any) -> tuple[list[float], tuple[str, str, int], bool]:
     x, y, yaw, speed = pose_of(v)
     accel = float(v.action.get("acceleration", 0.0))
     in_junction = lane_index[0].startswith("ir")  # intersection: lanes inside the junction
-    return [x, y, yaw, speed, accel, -lateral_right], lane_index, in_junction
+    return [x, y, yaw, speed, accel, -lateral_right], lane_index, in_junction, lane_pose(env)
+
+
+def lane_pose(env: Any) -> tuple[float, float]:
+    """The ego's (left-positive offset from its lane's centre, heading error) in REP-103."""
+    v = env.vehicle
+    lane = env.road.network.get_lane(v.lane_index)
+    station, lateral_right = lane.local_coordinates(v.position)
+    error = wrap_angle(hw_to_rep_yaw(float(v.heading)) - hw_to_rep_yaw(lane.heading_at(station)))
+    return -float(lateral_right), float(error)
 
 
 @dataclass(frozen=True)
@@ -243,7 +258,7 @@ def run_episode(
     num_steps = int(round(duration_s * SIM_HZ)) + 1
     spawn_every = round(scenario.spawn_period_s * SIM_HZ) if scenario.spawn_period_s else 0
     recorder = _Recorder()
-    ego_rows, lanes, junction, perturbed = [], [], [], []
+    ego_rows, lanes, junction, perturbed, poses = [], [], [], [], []
     crashed_at = None
     num_warmup = int(round(scenario.warmup_s * SIM_HZ))
     for i in range(num_warmup):
@@ -255,10 +270,11 @@ def run_episode(
             crashed_at = (i + 1 - num_warmup) * dt  # negative: during the warm-up
             break
     for i in range(0 if crashed_at is not None else num_steps):
-        row, lane, in_junction = _ego_row(env)
+        row, lane, in_junction, pose = _ego_row(env)
         ego_rows.append(row)
         lanes.append(lane)
         junction.append(in_junction)
+        poses.append(pose)
         recorder.record(env)
         if env.vehicle.crashed:
             crashed_at = i * dt
@@ -275,8 +291,8 @@ def run_episode(
             spawn_traffic(env, scenario)
     env.close()
     if not ego_rows:  # crashed during the warm-up: record the crash state only
-        row, lane, in_junction = _ego_row(env)
-        ego_rows, lanes, junction = [row], [lane], [in_junction]
+        row, lane, in_junction, pose = _ego_row(env)
+        ego_rows, lanes, junction, poses = [row], [lane], [in_junction], [pose]
         recorder.record(env)
     boxes, present = recorder.arrays()
     ego = np.asarray(ego_rows)
@@ -297,4 +313,5 @@ def run_episode(
         perturbed=np.asarray(perturbed + [False] * (len(ego_rows) - len(perturbed)), dtype=bool)
         if perturbations
         else None,
+        lane_pose=np.asarray(poses, dtype=np.float64),
     )

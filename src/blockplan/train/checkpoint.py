@@ -4,6 +4,7 @@ DIR/
     model/                      config.json, model.safetensors, tokenizer.json, manifest.json
     optimizer.safetensors       AdamW moments per parameter index (`exp_avg.<i>`, ...)
     trainer_state.json          step, epoch, best validation loss, the train config
+    probe.safetensors           training-only heads outside the model (the lane-pose probe), if any
 No pickles: resuming never unpickles anything (the optimizer's scalar state is rebuilt).
 """
 
@@ -31,6 +32,7 @@ from blockplan.model.weights import load_state, read_state_dict, verify_manifest
 MODEL_DIR = "model"
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "trainer_state.json"
+PROBE_FILE = "probe.safetensors"
 
 
 class CheckpointError(UserError, ValueError):
@@ -43,6 +45,7 @@ def save_checkpoint(
     tokenizer_json: str,
     optimizer: torch.optim.Optimizer,
     state: dict[str, Any],
+    probe: torch.nn.Module | None = None,
 ) -> Path:
     """Write the checkpoint to a temporary folder, then swap it in (never half-written)."""
     path = Path(path)
@@ -58,6 +61,10 @@ def save_checkpoint(
             if torch.is_tensor(value) and value.dim() > 0:
                 tensors[f"{key}.{i}"] = value.detach().contiguous()
     save_file(tensors, tmp / OPTIMIZER_FILE)
+    if probe is not None:
+        save_file(
+            {k: v.detach().contiguous() for k, v in probe.state_dict().items()}, tmp / PROBE_FILE
+        )
     (tmp / STATE_FILE).write_text(json.dumps(state, indent=1) + "\n")
     old = path.with_name(path.name + ".old")
     if path.exists():
@@ -69,9 +76,13 @@ def save_checkpoint(
 
 
 def load_checkpoint(
-    path: str | Path, model: PlannerModel, optimizer: torch.optim.Optimizer
+    path: str | Path,
+    model: PlannerModel,
+    optimizer: torch.optim.Optimizer,
+    probe: torch.nn.Module | None = None,
 ) -> dict[str, Any]:
-    """Load weights and optimizer moments in place; return the trainer state."""
+    """Load weights and optimizer moments in place; return the trainer state. `probe`: a
+    training-only head, loaded where the checkpoint has one (else it keeps its start)."""
     path = Path(path)
     for name in (MODEL_DIR, OPTIMIZER_FILE, STATE_FILE):
         if not (path / name).exists():
@@ -89,6 +100,11 @@ def load_checkpoint(
         model.load_parts(state, str(folder))
     except ModelConfigError as e:
         raise CheckpointError(f"{e} (the checkpoint does not fit this run)") from None
+    if probe is not None and (path / PROBE_FILE).exists():
+        try:
+            probe.load_state_dict(load_file(path / PROBE_FILE))
+        except RuntimeError as e:
+            raise CheckpointError(f"{path}: {PROBE_FILE} does not fit this run: {e}") from None
     moments = load_file(path / OPTIMIZER_FILE)
     trainer_state = json.loads((path / STATE_FILE).read_text())
     params = [p for group in optimizer.param_groups for p in group["params"]]

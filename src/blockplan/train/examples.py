@@ -46,6 +46,9 @@ class Examples(torch.utils.data.Dataset):
     command: np.ndarray  # (N,) index of the route command in the schema's list
     episode: np.ndarray  # (N,) str "<scenario>-<seed>"
     stamp_ns: np.ndarray  # (N,) int64
+    lane_pose: (
+        np.ndarray
+    )  # (N, 2) float32 offset (m), heading error (rad) in the lane; NaN: unknown
 
     def __len__(self) -> int:
         return int(self.prompt_ids.shape[0])
@@ -53,17 +56,18 @@ class Examples(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> int:
         return i
 
-    def batch(self, indices: list[int]) -> dict[str, torch.Tensor]:
+    def batch(self, indices: list[int], lane_pose: bool = False) -> dict[str, torch.Tensor]:
         """Tensors of the samples at `indices`: prompt_ids (B, P), answer_ids (B, A),
         images (B, K*T, H, W, 3) uint8, ego_history (B, num_history, 6) float32 (what a
-        numeric ego encoder reads; a digit prompt already holds it)."""
+        numeric ego encoder reads; a digit prompt already holds it); with `lane_pose`, the
+        (B, 2) targets of the training-only lane-pose probe."""
         idx = np.asarray(indices, dtype=np.int64)
         return {
             "prompt_ids": torch.from_numpy(self.prompt_ids[idx]),
             "answer_ids": torch.from_numpy(self.answer_ids[idx]),
             "images": torch.from_numpy(self.images[idx]),
             "ego_history": torch.from_numpy(self.ego_history[idx].astype(np.float32)),
-        }
+        } | ({"lane_pose": torch.from_numpy(self.lane_pose[idx])} if lane_pose else {})
 
 
 class ExampleEncoder:
@@ -175,6 +179,8 @@ def load_shards(
                 f"model needs {list(mc.camera_names)} x {mc.num_frames}"
             )
         order = [names.index(c) for c in mc.camera_names]
+        unknown = np.full((shard["stamp_ns"].shape[0], 2), np.nan, np.float32)
+        lane_pose = shard["lane_pose"].astype(np.float32) if "lane_pose" in shard else unknown
         for i in range(shard["stamp_ns"].shape[0]):
             obs = sample_observation(shard, i)
             images = shard["images"][i][order]  # (K, T, H', W', 3) in the model's order
@@ -192,6 +198,7 @@ def load_shards(
                     "command": schema.route_commands.index(obs.route_command),
                     "episode": np.asarray(f"{entry['scenario']}-{entry['seed']}"),
                     "stamp_ns": np.asarray(obs.stamp_ns, dtype=np.int64),
+                    "lane_pose": lane_pose[i],
                 }
             )
     return _collect(rows)
@@ -246,6 +253,7 @@ def load_fastddrive(path: str | Path, recipe: Recipe, history_period_s: float = 
                 "command": schema.route_commands.index(command),
                 "episode": np.asarray(f"{raw.get('scenario', 'json')}-{raw.get('seed', 0)}"),
                 "stamp_ns": np.asarray(int(raw.get("stamp_ns", 0)), dtype=np.int64),
+                "lane_pose": np.full(2, np.nan, np.float32),
             }
         )
     return _collect(rows)

@@ -12,6 +12,14 @@ Token shift: answer position a is predicted from the hidden state at a − 1 in 
 (for the clean stream, a = 0 is predicted by the last prompt token). Each stream's loss is
 the section-weighted mean cross-entropy over its targets: every editable position for AR,
 the masked positions of both complementary copies for diffusion.
+
+Lane-pose probe (training only, `lane_pose_weight` > 0): a linear read-out of the newest
+frame's visual tokens (every camera) regresses the ego's pose in its lane (left-positive
+offset, heading error; `EpisodeLog.lane_pose`), scaled by `LANE_POSE_SCALE`, mean squared
+error over the samples that have one. Its gradient reaches the vision tower and the
+projector only, so the tokens the decoder reads must carry the offset, which the 2 × 3
+pooling otherwise discards (docs/ALGORITHMS.md §3.2). The head is not part of the model
+folder; the trainer keeps it in its checkpoint.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ NUM_NOISY = 2  # the noisy copy and its complement
 FLOW_WEIGHT = 1.0  # the rectified-flow loss next to the SASD loss (flow head only)
 FLOW_SAMPLES = 4  # (noise, τ) draws per example and step: the head is cheap next to the decoder
 WAYPOINT_STRIDE = 4  # future_xy is 4 Hz from 0.25 s: the waypoints (1..5 s) are every 4th
+LANE_POSE_SCALE = (1.0, 0.05)  # metres, radians: the lane-pose probe's targets in these units
 
 
 def draw_flow_noise(batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -61,7 +70,7 @@ def draw_noise(
 class SASDModule(nn.Module):
     """PlannerModel + the training-only layout and loss."""
 
-    def __init__(self, model: PlannerModel, recipe: Recipe) -> None:
+    def __init__(self, model: PlannerModel, recipe: Recipe, lane_probe: bool = False) -> None:
         super().__init__()
         self.model = model
         self.template = recipe.template
@@ -91,15 +100,28 @@ class SASDModule(nn.Module):
         )  # (A,)
         editable = torch.from_numpy(np.flatnonzero(self.layout.is_editable))
         self.register_buffer("editable", editable, persistent=False)  # (A_e,)
+        self.lane_head: nn.Linear | None = None
+        if lane_probe:
+            mc = model.config
+            width = len(mc.camera_names) * mc.tokens_per_image * mc.decoder.hidden_size
+            self.lane_head = nn.Linear(width, 2)
+            # the newest frame of every camera in the view-major (K*T) image order
+            newest = [k * mc.num_frames + mc.num_frames - 1 for k in range(len(mc.camera_names))]
+            self.register_buffer("newest", torch.tensor(newest), persistent=False)
+            self.register_buffer(
+                "lane_scale", torch.tensor(LANE_POSE_SCALE, dtype=torch.float32), persistent=False
+            )
 
     def prompt_embeds(
         self,
         prompt_ids: torch.Tensor,
         images: torch.Tensor,
         ego_history: torch.Tensor | None = None,
+        visual_out: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """(B, P, W) from prompt ids (B, P), uint8 images (B, K*T, H, W, 3) and, for a model
-        with a numeric ego encoder, the ego history (B, num_history, 6) it encodes."""
+        with a numeric ego encoder, the ego history (B, num_history, 6) it encodes;
+        `visual_out` collects each sample's visual tokens (K*T, G, W)."""
         m = self.model
         span = self.template.ego_span
         if span is not None and ego_history is None:
@@ -107,6 +129,8 @@ class SASDModule(nn.Module):
         rows = []
         for b in range(prompt_ids.shape[0]):
             visual = m.visual(m.visual.preprocess(images[b]))  # (K*T, G, W)
+            if visual_out is not None:
+                visual_out.append(visual)
             ego = {} if span is None else {"ego_span": span, "ego_history": ego_history[b]}
             rows.append(m.embed_prompt(prompt_ids[b], self.template.image_spans, visual, **ego))
         return torch.cat(rows)
@@ -119,11 +143,12 @@ class SASDModule(nn.Module):
         noisy_ids: torch.Tensor,  # (B, n, A)
         recorder: KVRecorder | None = None,
         ego_history: torch.Tensor | None = None,  # (B, num_history, 6)
+        visual_out: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Final-norm hidden states (B, S, W) of the two-stream sequence; `recorder` keeps
-        the K/V of some layers."""
+        the K/V of some layers, `visual_out` collects the visual tokens."""
         B = answer_ids.shape[0]
-        prompt = self.prompt_embeds(prompt_ids, images, ego_history)  # (B, P, W)
+        prompt = self.prompt_embeds(prompt_ids, images, ego_history, visual_out)  # (B, P, W)
         answers = torch.cat([answer_ids[:, None], noisy_ids], dim=1).reshape(B, -1)
         embeds = torch.cat([prompt, self.model.embed(answers)], dim=1)  # (B, S, W)
         _, hidden = self.model.decoder(
@@ -147,11 +172,13 @@ class SASDModule(nn.Module):
         flow_noise: torch.Tensor | None = None,  # (FLOW_SAMPLES·B, 5, 2)
         flow_tau: torch.Tensor | None = None,  # (FLOW_SAMPLES·B,)
         ego_history: torch.Tensor | None = None,  # (B, num_history, 6) the ego encoder's input
+        lane_pose: torch.Tensor | None = None,  # (B, 2) the probe's targets, NaN: none
     ) -> dict[str, torch.Tensor]:
         B, P, A = answer_ids.shape[0], self.prompt_len, self.answer_len
         recorder = KVRecorder(self.read_layers) if self.flow_head is not None else None
+        visual: list[torch.Tensor] | None = [] if self.lane_head is not None else None
         hidden = self.hidden_states(
-            prompt_ids, answer_ids, images, noisy_ids, recorder, ego_history
+            prompt_ids, answer_ids, images, noisy_ids, recorder, ego_history, visual
         )  # (B, S, W)
         lm_head = self.model.decoder.lm_head
         # AR: editable position a from the clean stream's hidden state at P - 1 + a
@@ -188,10 +215,25 @@ class SASDModule(nn.Module):
             flow = self.flow_loss(waypoints, keys, values, flow_noise, flow_tau)
             out["loss"] = out["loss"] + FLOW_WEIGHT * flow
             out["flow"] = flow.detach()
+        if self.lane_head is not None:
+            if lane_pose is None:
+                raise ValueError("the lane-pose probe trains on lane_pose")
+            out["lane_pose"] = self.lane_pose_loss(torch.stack(visual), lane_pose)
         for k, name in enumerate(SECTION_NAMES):
             out[f"ar/{name}"] = _mean_where(ar_ce, ar_sec == k)
             out[f"diffusion/{name}"] = _mean_where(diff_ce, diff_sec == k)
         return out
+
+    def lane_pose_loss(self, visual: torch.Tensor, lane_pose: torch.Tensor) -> torch.Tensor:
+        """Mean squared error of the probe on visual tokens (B, K*T, G, W) against lane poses
+        (B, 2), over the samples with one (0 with a gradient path when none has)."""
+        tokens = visual[:, self.newest].flatten(1)  # (B, K*G*W)
+        predicted = self.lane_head(tokens).float()  # (B, 2) in LANE_POSE_SCALE units
+        target = lane_pose.float() / self.lane_scale
+        known = torch.isfinite(target).all(dim=1)
+        if not bool(known.any()):
+            return predicted.sum() * 0.0
+        return F.mse_loss(predicted[known], target[known])
 
     def flow_loss(
         self,

@@ -73,6 +73,9 @@ class TrainConfig:
     # samples per epoch (0 = the data as it is); see `epoch_pool`.
     lateral_share: float = 0.0
     lateral_threshold_m: float = 1.0
+    # Weight of the training-only lane-pose probe's loss next to the planner's (0 = no probe;
+    # train/objective.py). Validation's `val/loss`, which picks `best`, stays the planner's.
+    lane_pose_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1:
@@ -84,6 +87,8 @@ class TrainConfig:
                 f"lateral_share={self.lateral_share} must be in [0, 1) and "
                 f"lateral_threshold_m={self.lateral_threshold_m} > 0"
             )
+        if not self.lane_pose_weight >= 0:
+            raise TrainError(f"lane_pose_weight={self.lane_pose_weight} must be >= 0")
 
     def lr_at(self, step: int) -> float:
         """Linear warm-up to `lr`, then cosine decay to `min_lr_ratio`·lr at `steps`."""
@@ -175,9 +180,15 @@ class Trainer:
         torch.manual_seed(config.seed)
         self.model = PlannerModel(recipe.model_config)
         init_weights(self.model)
-        self.module = SASDModule(self.model, recipe).to(self.ctx.device)
+        probe = config.lane_pose_weight > 0
+        self.module = SASDModule(self.model, recipe, lane_probe=probe).to(self.ctx.device)
         self.optimizer = make_optimizer(self.module, config)
         self.step, self.best_val = 0, math.inf
+        if probe and not np.isfinite(train_set.lane_pose).all(axis=1).any():
+            raise TrainError(
+                "lane_pose_weight > 0 but no training sample records its lane pose (a data set "
+                "written by `blockplan dataset` before the lane pose was recorded: regenerate it)"
+            )
         self.pool = epoch_pool(
             train_set.future_xy, train_set.episode, config.lateral_share, config.lateral_threshold_m
         )
@@ -203,7 +214,7 @@ class Trainer:
         path = self.out / CHECKPOINT_DIR
         if not path.exists():
             return False
-        state = load_checkpoint(path, self.model, self.optimizer)
+        state = load_checkpoint(path, self.model, self.optimizer, self.module.lane_head)
         if state["config"]["seed"] != self.config.seed:
             raise TrainError(f"{path}: written with seed {state['config']['seed']}")
         self.step, self.best_val = int(state["step"]), float(state["best_val"])
@@ -283,7 +294,12 @@ class Trainer:
         state = {"step": self.step, "best_val": self.best_val, "config": asdict(self.config)}
         tokenizer_json = self.recipe.tokenizer.to_str()
         save_checkpoint(
-            self.out / CHECKPOINT_DIR, self.model, tokenizer_json, self.optimizer, state
+            self.out / CHECKPOINT_DIR,
+            self.model,
+            tokenizer_json,
+            self.optimizer,
+            state,
+            probe=self.module.lane_head,
         )
 
     def log(self, record: dict[str, Any]) -> None:
@@ -301,7 +317,7 @@ class Trainer:
         return [int(self.pool[i]) for i in order[k * B : (k + 1) * B]]
 
     def inputs(self, data: Examples, indices: list[int], rng: np.random.Generator) -> dict:
-        batch = data.batch(indices)
+        batch = data.batch(indices, lane_pose=self.module.lane_head is not None)
         noisy, masks = draw_noise(
             self.module.layout, batch["answer_ids"].numpy(), self.module.mask_id, rng
         )
@@ -321,6 +337,8 @@ class Trainer:
             group["lr"] = lr
         out = runner(**self.inputs(self.train_set, self.batch_indices(self.step), rng))
         loss = out["loss"]
+        if "lane_pose" in out:
+            loss = loss + self.config.lane_pose_weight * out["lane_pose"]
         if not torch.isfinite(loss):
             raise TrainError(f"step {self.step}: loss is {float(loss)}")
         self.optimizer.zero_grad(set_to_none=True)
