@@ -217,3 +217,47 @@ def test_fine_tuning_keeps_the_folders_schema_on_data_with_other_ranges(data, tm
     argv = base + ["--data", str(other), "--out", str(tmp_path / "y")]
     assert main(argv + ["--init-from", str(first / "best"), "--bins", "32"]) == 2
     assert "--bins 32: --init-from" in capsys.readouterr().err
+
+
+def test_the_scene_probe_trains_the_vision_tower_in_both_phases(data, tmp_path, capsys):
+    """`--scene-weight`: the probe's loss reaches the vision tower (not the decoder), is
+    logged in both phases and on validation, the command on the card carries it, and the
+    student folder is a plain model; a data set without the scene is refused."""
+    from blockplan.model.weights import read_state_dict
+    from blockplan.train.robot_trainer import RobotTrainConfig, RobotTrainer
+    from blockplan.train.trainer import TrainError
+
+    recipe = RobotRecipe.build("robot-test", data, horizon=3, num_bins=16)
+    examples = load_robot_examples(data, "train", recipe)
+    assert np.isfinite(examples.scene).all()
+    module = ChunkDiffusionModule(
+        PlannerModel(recipe.model_config), recipe, "bidirectional", scene_probe=True
+    )
+    trainer = RobotTrainer(
+        recipe, examples, tmp_path / "x", RobotTrainConfig(1, 1, batch_size=2, scene_weight=1)
+    )
+    batch = trainer.inputs(examples, [0, 1], np.random.default_rng(0), forcing=False)
+    module.diffusion_loss(batch)["scene"].backward()
+    grads = {n: p.grad for n, p in module.named_parameters()}
+    assert grads["scene_head.head.weight"].abs().sum() > 0
+    assert any(g is not None and g.abs().sum() > 0 for n, g in grads.items() if "visual" in n)
+    assert all(g is None for n, g in grads.items() if n.startswith("model.decoder."))
+
+    out = tmp_path / "run"
+    argv = ["train", "--embodiment", "robot", "--data", str(data), "--out", str(out)]
+    argv += ["--arch", "robot-test", "--steps", "2", "--teacher-steps", "2", "--batch-size", "4"]
+    argv += ["--horizon", "3", "--bins", "16", "--log-every", "1", "--num-threads", "1"]
+    argv += ["--device", "cpu", "--eval-samples", "0", "--val-samples", "4"]
+    assert main([*argv, "--scene-weight", "0.5"]) == 0
+    capsys.readouterr()
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    trained = [r for r in records if r["event"] == "train"]
+    assert {r["phase"] for r in trained} == {"teacher", "student"}
+    assert all("scene" in r for r in trained)
+    assert all("val/scene" in r for r in records if r["event"] == "validate")
+    assert "--scene-weight 0.5" in (out / "best" / "MODEL_CARD.md").read_text()
+    assert not any("scene" in k for k in read_state_dict(out / "best"))
+
+    examples.scene[:] = np.nan  # bags recorded before the scene topics
+    with pytest.raises(TrainError, match="scene"):
+        RobotTrainer(recipe, examples, tmp_path / "y", RobotTrainConfig(1, 1, scene_weight=1))

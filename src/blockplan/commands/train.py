@@ -160,6 +160,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "docs/ALGORITHMS.md §8.1)",
     )
     robot.add_argument(
+        "--scene-weight",
+        type=float,
+        default=0.0,
+        help="weight of a training-only probe that reads the object's and the goal's positions "
+        "from the newest visual tokens (needs bags with the /sim/*/position topics; 0: off; "
+        "docs/ALGORITHMS.md §8.2)",
+    )
+    robot.add_argument(
         "--eval-samples",
         type=int,
         default=8,
@@ -344,6 +352,7 @@ def run_robot(args: argparse.Namespace) -> int:
             eval_samples=args.eval_samples,
             teacher_max_s=None if args.max_minutes is None else args.max_minutes * 60 * 0.8,
             student_max_s=None if args.max_minutes is None else args.max_minutes * 60 * 0.2,
+            scene_weight=args.scene_weight,
         )
         command = _robot_command(args, arch, config, recipe)
         trainer = RobotTrainer(
@@ -408,6 +417,8 @@ def _robot_command(args: argparse.Namespace, arch: str, config, recipe) -> str:
     ]
     if args.max_minutes is not None:
         parts += ["--max-minutes", args.max_minutes]
+    if config.scene_weight:
+        parts += ["--scene-weight", config.scene_weight]
     if args.init_from:  # the schema and the size are the folder's
         parts += ["--init-from", args.init_from]
         return " ".join(shlex.quote(str(p)) for p in parts)

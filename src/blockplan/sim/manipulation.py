@@ -49,6 +49,9 @@ ACTION_NAMES: tuple[str, ...] = ("dx", "dy", "dz", "grip")
 ACTION_SCALE = 0.01  # m of end-effector motion per unit action per control step (Meta-World)
 CONTROL_PERIOD_S = 0.0125  # one env step: frame_skip 5 × 2.5 ms
 GOAL_MARKER_RADIUS_M = 0.02
+# Meta-World's 39-d state: hand (3), gripper (1), object 1 position (3) and quaternion (4),
+# object 2 (7), the previous step's 18, the goal position (3)
+SCENE_OBJECT, SCENE_GOAL = slice(4, 7), slice(36, 39)
 MAX_STEPS = 500  # Meta-World's max_path_length
 
 
@@ -224,6 +227,14 @@ class Demonstration:
     frames: dict[int, dict[str, np.ndarray]]  # step -> camera -> image (rendered steps only)
     success: bool
     success_step: int | None
+    # (T, 6) the object's and the goal's positions (world, m) per step, from the simulator's
+    # state: privileged, recorded for training-only probes (None: not recorded)
+    scene: np.ndarray | None = None
+
+
+def scene_of(state: np.ndarray) -> np.ndarray:
+    """(6,) object position and goal position from Meta-World's 39-d state."""
+    return np.concatenate([state[SCENE_OBJECT], state[SCENE_GOAL]]).astype(np.float64)
 
 
 def run_expert(
@@ -246,12 +257,13 @@ def run_expert(
         raise ValueError(f"action_noise={action_noise}: must be >= 0")
     rng = np.random.default_rng([int(seed), 0xDA27])
     obs = env.reset(seed)
-    joints, velocities, actions, frames = [], [], [], {}
+    joints, velocities, actions, frames, scene = [], [], [], {}, []
     end = max_steps
     for t in range(max_steps):
         if obs.frames is not None:
             frames[t] = obs.frames
         action = env.expert_action()
+        scene.append(scene_of(obs.state))
         joints.append(obs.joints)
         velocities.append(obs.joint_velocities)
         actions.append(action)
@@ -274,6 +286,7 @@ def run_expert(
         frames,
         env.success,
         env.success_step,
+        np.asarray(scene),
     )
 
 

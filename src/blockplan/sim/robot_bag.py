@@ -11,6 +11,10 @@ One bag per episode (mcap), stamps `start_ns` + step · CONTROL_PERIOD_S:
     /gripper/command                  std_msgs/Float64        action[3] (−1 open … 1 closed)
     /episode/info                     std_msgs/String         JSON {task, seed, success,
                                       success_step, render_every, ...}, at the end
+    /sim/object/position              geometry_msgs/PointStamped   the object's and the goal's
+    /sim/goal/position                positions in `world`, every control step: the simulator's
+                                      ground truth (as a motion-capture system would publish
+                                      it), for training-only probes; optional
 
 The command topics are what the robot node publishes (docs/RUNTIME.md "Robots"), so a
 recorded demonstration and a recorded policy run read the same way. `read_demo_bag` turns a
@@ -50,6 +54,8 @@ JOINT_STATES_TOPIC = "/joint_states"
 TWIST_TOPIC = "/servo_node/delta_twist_cmds"
 GRIPPER_TOPIC = "/gripper/command"
 EPISODE_INFO_TOPIC = "/episode/info"
+OBJECT_TOPIC = "/sim/object/position"
+GOAL_TOPIC = "/sim/goal/position"
 WORLD_FRAME = "world"
 DEFAULT_START_NS = 1_700_000_000 * 1_000_000_000
 VELOCITY_PER_UNIT = ACTION_SCALE / CONTROL_PERIOD_S  # m/s of end-effector velocity per unit
@@ -69,6 +75,14 @@ def twist_msg(ns: Any, action: np.ndarray, stamp_ns: int) -> Any:
     twist = ns.make("geometry_msgs/msg/Twist", linear=linear)
     return ns.make(
         "geometry_msgs/msg/TwistStamped", header=make_header(ns, stamp_ns, WORLD_FRAME), twist=twist
+    )
+
+
+def point_msg(ns: Any, xyz: np.ndarray, stamp_ns: int) -> Any:
+    x, y, z = (float(v) for v in xyz)
+    point = ns.make("geometry_msgs/msg/Point", x=x, y=y, z=z)
+    return ns.make(
+        "geometry_msgs/msg/PointStamped", header=make_header(ns, stamp_ns, WORLD_FRAME), point=point
     )
 
 
@@ -144,6 +158,9 @@ def write_demo_bag(
             put(bag, TWIST_TOPIC, twist_msg(ns, demo.actions[t], stamp), stamp)
             grip = ns.make("std_msgs/msg/Float64", data=float(demo.actions[t][3]))
             put(bag, GRIPPER_TOPIC, grip, stamp)
+            if demo.scene is not None:
+                put(bag, OBJECT_TOPIC, point_msg(ns, demo.scene[t, :3], stamp), stamp)
+                put(bag, GOAL_TOPIC, point_msg(ns, demo.scene[t, 3:], stamp), stamp)
         info = {
             "task": demo.task,
             "seed": demo.seed,
@@ -170,6 +187,7 @@ class RecordedEpisode:
     frames: np.ndarray  # (T, K, H, W, 3): per camera the newest image at or before the step
     camera_names: tuple[str, ...]
     info: dict[str, Any]
+    scene: np.ndarray | None = None  # (T, 6) object and goal positions, when the bag has them
 
 
 def read_demo_bag(
@@ -183,9 +201,11 @@ def read_demo_bag(
     deltas: dict[int, np.ndarray] = {}
     grips: dict[int, float] = {}
     images: dict[str, list[tuple[int, np.ndarray]]] = {c: [] for c in camera_names}
+    points: dict[str, dict[int, np.ndarray]] = {OBJECT_TOPIC: {}, GOAL_TOPIC: {}}
     topics = [INSTRUCTION_TOPIC, JOINT_STATES_TOPIC, TWIST_TOPIC, GRIPPER_TOPIC, EPISODE_INFO_TOPIC]
     topics += [camera_image_topic(c) for c in camera_names]
     with open_bag_reader(path) as reader:
+        topics += [t for t in points if t in reader.topics]
         missing = [t for t in topics[:4] if t not in reader.topics]
         missing += [
             camera_image_topic(c)
@@ -205,6 +225,9 @@ def read_demo_bag(
                 deltas[header_stamp_ns(msg)] = twist_to_delta(msg)
             elif record.topic == GRIPPER_TOPIC:
                 grips[record.log_time_ns] = float(msg.data)
+            elif record.topic in points:
+                p = msg.point
+                points[record.topic][header_stamp_ns(msg)] = np.array([p.x, p.y, p.z])
             else:
                 name = record.topic.split("/")[2]
                 images[name].append((header_stamp_ns(msg), decode_image(msg)))
@@ -223,6 +246,11 @@ def read_demo_bag(
         pick = np.searchsorted(when, stamps, side="right") - 1
         frames.append(np.stack([seq[i][1] for i in pick]))
     actions = np.stack([np.append(deltas[s], grips[s]) for s in stamps])
+    scene = None
+    if all(all(s in p for s in stamps) for p in points.values()):
+        scene = np.stack(
+            [np.concatenate([points[OBJECT_TOPIC][s], points[GOAL_TOPIC][s]]) for s in stamps]
+        )
     return RecordedEpisode(
         instruction,
         stamps,
@@ -231,4 +259,5 @@ def read_demo_bag(
         np.stack(frames, axis=1),
         tuple(camera_names),
         info,
+        scene,
     )

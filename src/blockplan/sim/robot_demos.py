@@ -125,7 +125,8 @@ def build_dataset(out: str | Path, cameras: tuple[str, ...] = ("front", "wrist")
             w.add(split, episode.frames, episode.joints.astype(np.float32),
                   episode.actions.astype(np.float32), episode.instruction,
                   task=f"{task}/seed_{episode.info['seed']}",
-                  stamp_ns=episode.stamp_ns - episode.stamp_ns[0])  # fmt: skip
+                  stamp_ns=episode.stamp_ns - episode.stamp_ns[0],
+                  scene=episode.scene)  # fmt: skip
             counts[f"{split}/{task}"] = counts.get(f"{split}/{task}", 0) + 1
         w.info.update(failed_demonstrations=failed, episodes=counts)
     (dataset / "counts.json").write_text(

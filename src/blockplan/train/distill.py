@@ -13,6 +13,12 @@ Token shift: chunk position a is predicted from the hidden state at P − 1 + a.
 loss is the mean cross-entropy at the masked positions. The student's is the mean
 KL(p_teacher ‖ p_student) at the masked positions, the teacher (frozen) seeing the same noisy
 chunk with its wider context: "asymmetric" is the context, not the noise.
+
+Scene probe (training only, `scene_probe`): a `TokenProbe` (train/probe.py) on the newest
+frame's visual tokens regresses the object's and the goal's positions (the data set's
+`scene`, simulator ground truth) in units of `SCENE_SCALE` around `SCENE_CENTRE`, so the
+tokens must show where they are (docs/ALGORITHMS.md §8.2). Its loss comes back as `scene`
+next to `loss`; the trainer weighs it in.
 """
 
 from __future__ import annotations
@@ -23,15 +29,21 @@ from torch import nn
 
 from blockplan.model.masks import block_causal_mask, prompt_mask
 from blockplan.model.planner_model import PlannerModel
+from blockplan.train.probe import TokenProbe
 from blockplan.train.robot_examples import RobotRecipe
 
 ATTENTIONS = ("bidirectional", "block_causal")
+# Meta-World's table: object and goal positions lie within ~0.15 m of this point (world, m)
+SCENE_CENTRE = (0.0, 0.75, 0.1) * 2
+SCENE_SCALE = (0.1,) * 6
 
 
 class ChunkDiffusionModule(nn.Module):
     """A `PlannerModel` with one of the two chunk attentions, for training."""
 
-    def __init__(self, model: PlannerModel, recipe: RobotRecipe, attention: str) -> None:
+    def __init__(
+        self, model: PlannerModel, recipe: RobotRecipe, attention: str, scene_probe: bool = False
+    ) -> None:
         super().__init__()
         if attention not in ATTENTIONS:
             raise ValueError(f"attention={attention!r}: must be one of {list(ATTENTIONS)}")
@@ -48,13 +60,24 @@ class ChunkDiffusionModule(nn.Module):
         prompt = prompt_mask(self.template, model.config.visual_attention)  # as the planner
         self.register_buffer("mask", block_causal_mask(prompt, blocks), persistent=False)
         self.register_buffer("positions", torch.arange(P + A), persistent=False)
+        self.scene_head = (
+            TokenProbe(model.config, SCENE_CENTRE, SCENE_SCALE) if scene_probe else None
+        )
 
-    def prompt_embeds(self, prompt_ids: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
-        """(B, P, W) from prompt ids (B, P) and uint8 images (B, K*T, H, W, 3)."""
+    def prompt_embeds(
+        self,
+        prompt_ids: torch.Tensor,
+        images: torch.Tensor,
+        visual_out: list[torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """(B, P, W) from prompt ids (B, P) and uint8 images (B, K*T, H, W, 3);
+        `visual_out` collects each sample's visual tokens (K*T, G, W)."""
         m = self.model
         rows = []
         for b in range(prompt_ids.shape[0]):
             visual = m.visual(m.visual.preprocess(images[b]))  # (K*T, G, W)
+            if visual_out is not None:
+                visual_out.append(visual)
             rows.append(m.embed_prompt(prompt_ids[b], self.template.image_spans, visual))
         return torch.cat(rows)
 
@@ -64,10 +87,12 @@ class ChunkDiffusionModule(nn.Module):
         images: torch.Tensor,  # (B, K*T, H, W, 3) uint8
         noisy_ids: torch.Tensor,  # (B, A)
         masks: torch.Tensor,  # (B, A) bool
+        visual_out: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Logits (M, V) at the M masked positions, in (sample, position) order."""
         P, A = self.prompt_len, self.answer_len
-        embeds = torch.cat([self.prompt_embeds(prompt_ids, images), self.model.embed(noisy_ids)], 1)
+        prompt = self.prompt_embeds(prompt_ids, images, visual_out)
+        embeds = torch.cat([prompt, self.model.embed(noisy_ids)], 1)
         _, hidden = self.model.decoder(
             inputs_embeds=embeds,
             positions=self.positions,
@@ -80,13 +105,24 @@ class ChunkDiffusionModule(nn.Module):
 
     def diffusion_loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The plain masked-diffusion loss: mean cross-entropy at the masked positions."""
+        visual = [] if self.scene_head is not None else None
         logits = self.masked_logits(
-            batch["prompt_ids"], batch["images"], batch["noisy_ids"], batch["masks"]
+            batch["prompt_ids"], batch["images"], batch["noisy_ids"], batch["masks"], visual
         )
         targets = batch["answer_ids"][batch["masks"]]
         ce = F.cross_entropy(logits, targets)
         accuracy = (logits.argmax(-1) == targets).float().mean()
-        return {"loss": ce, "ce": ce.detach(), "accuracy": accuracy.detach()}
+        out = {"loss": ce, "ce": ce.detach(), "accuracy": accuracy.detach()}
+        return out | self._scene_loss(visual, batch)
+
+    def _scene_loss(
+        self, visual: list[torch.Tensor] | None, batch: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
+        if self.scene_head is None:
+            return {}
+        if "scene" not in batch:
+            raise ValueError("the scene probe trains on the batch's scene")
+        return {"scene": self.scene_head.loss(torch.stack(visual), batch["scene"])}
 
     def distillation_loss(
         self, batch: dict[str, torch.Tensor], teacher: ChunkDiffusionModule
@@ -95,11 +131,13 @@ class ChunkDiffusionModule(nn.Module):
         args = (batch["prompt_ids"], batch["images"], batch["noisy_ids"], batch["masks"])
         with torch.no_grad():
             target = F.log_softmax(teacher.masked_logits(*args), dim=-1)  # (M, V)
-        logits = self.masked_logits(*args)
+        visual = [] if self.scene_head is not None else None
+        logits = self.masked_logits(*args, visual)
         log_p = F.log_softmax(logits, dim=-1)
         kl = F.kl_div(log_p, target, log_target=True, reduction="batchmean")
         answer = batch["answer_ids"][batch["masks"]]
         with torch.no_grad():
             ce = F.cross_entropy(logits, answer)
             accuracy = (logits.argmax(-1) == answer).float().mean()
-        return {"loss": kl, "kl": kl.detach(), "ce": ce, "accuracy": accuracy}
+        out = {"loss": kl, "kl": kl.detach(), "ce": ce, "accuracy": accuracy}
+        return out | self._scene_loss(visual, batch)

@@ -13,13 +13,12 @@ Token shift: answer position a is predicted from the hidden state at a − 1 in 
 the section-weighted mean cross-entropy over its targets: every editable position for AR,
 the masked positions of both complementary copies for diffusion.
 
-Lane-pose probe (training only, `lane_pose_weight` > 0): a linear read-out of the newest
-frame's visual tokens (every camera) regresses the ego's pose in its lane (left-positive
-offset, heading error; `EpisodeLog.lane_pose`), scaled by `LANE_POSE_SCALE`, mean squared
-error over the samples that have one. Its gradient reaches the vision tower and the
-projector only, so the tokens the decoder reads must carry the offset, which the 2 × 3
-pooling otherwise discards (docs/ALGORITHMS.md §3.2). The head is not part of the model
-folder; the trainer keeps it in its checkpoint.
+Lane-pose probe (training only, `lane_probe`): a `TokenProbe` (train/probe.py) on the
+newest frame's visual tokens regresses the ego's pose in its lane (left-positive offset,
+heading error; `EpisodeLog.lane_pose`) in units of `LANE_POSE_SCALE`, so the tokens the
+decoder reads must carry the offset, which the 2 × 3 pooling otherwise discards
+(docs/ALGORITHMS.md §3.2). The head is not part of the model folder; the trainer keeps it
+in its checkpoint.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from blockplan.train.noising import (
     complementary_masks,
     sample_mask_ratios,
 )
+from blockplan.train.probe import TokenProbe
 from blockplan.train.recipe import Recipe
 from blockplan.train.streams import two_stream_mask, two_stream_positions
 
@@ -100,17 +100,9 @@ class SASDModule(nn.Module):
         )  # (A,)
         editable = torch.from_numpy(np.flatnonzero(self.layout.is_editable))
         self.register_buffer("editable", editable, persistent=False)  # (A_e,)
-        self.lane_head: nn.Linear | None = None
-        if lane_probe:
-            mc = model.config
-            width = len(mc.camera_names) * mc.tokens_per_image * mc.decoder.hidden_size
-            self.lane_head = nn.Linear(width, 2)
-            # the newest frame of every camera in the view-major (K*T) image order
-            newest = [k * mc.num_frames + mc.num_frames - 1 for k in range(len(mc.camera_names))]
-            self.register_buffer("newest", torch.tensor(newest), persistent=False)
-            self.register_buffer(
-                "lane_scale", torch.tensor(LANE_POSE_SCALE, dtype=torch.float32), persistent=False
-            )
+        self.lane_head = (
+            TokenProbe(model.config, (0.0, 0.0), LANE_POSE_SCALE) if lane_probe else None
+        )
 
     def prompt_embeds(
         self,
@@ -218,22 +210,11 @@ class SASDModule(nn.Module):
         if self.lane_head is not None:
             if lane_pose is None:
                 raise ValueError("the lane-pose probe trains on lane_pose")
-            out["lane_pose"] = self.lane_pose_loss(torch.stack(visual), lane_pose)
+            out["lane_pose"] = self.lane_head.loss(torch.stack(visual), lane_pose)
         for k, name in enumerate(SECTION_NAMES):
             out[f"ar/{name}"] = _mean_where(ar_ce, ar_sec == k)
             out[f"diffusion/{name}"] = _mean_where(diff_ce, diff_sec == k)
         return out
-
-    def lane_pose_loss(self, visual: torch.Tensor, lane_pose: torch.Tensor) -> torch.Tensor:
-        """Mean squared error of the probe on visual tokens (B, K*T, G, W) against lane poses
-        (B, 2), over the samples with one (0 with a gradient path when none has)."""
-        tokens = visual[:, self.newest].flatten(1)  # (B, K*G*W)
-        predicted = self.lane_head(tokens).float()  # (B, 2) in LANE_POSE_SCALE units
-        target = lane_pose.float() / self.lane_scale
-        known = torch.isfinite(target).all(dim=1)
-        if not bool(known.any()):
-            return predicted.sum() * 0.0
-        return F.mse_loss(predicted[known], target[known])
 
     def flow_loss(
         self,

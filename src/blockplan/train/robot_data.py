@@ -38,6 +38,7 @@ MANIFEST = "manifest.json"
 FORMAT = "blockplan-robot/1"
 SPLITS = ("train", "val", "test")
 SHARD_KEYS = ("frames", "proprio", "actions", "instruction", "stamp_ns")
+SCENE_DIM = 6  # the optional `scene` array: object xyz, goal xyz (m, world) per step
 
 
 class RobotDataError(ValueError):
@@ -82,8 +83,10 @@ class RobotDatasetWriter:
         instruction: str,
         task: str = "",
         stamp_ns: np.ndarray | None = None,
+        scene: np.ndarray | None = None,
     ) -> Path:
-        """Write one episode's shard; returns its path."""
+        """Write one episode's shard; returns its path. `scene`: (T, 6) the object's and the
+        goal's positions per step (simulator ground truth, for training-only probes)."""
         if split not in SPLITS:
             raise RobotDataError(f"split={split!r}: must be one of {list(SPLITS)}")
         frames = np.asarray(frames)
@@ -99,6 +102,9 @@ class RobotDatasetWriter:
             raise RobotDataError(
                 f"actions {actions.shape}: expected finite ({T}, {self.action_dim})"
             )
+        extra = {}
+        if scene is not None:
+            extra["scene"] = np.asarray(scene, dtype=np.float32).reshape(T, SCENE_DIM)
         if stamp_ns is None:
             stamp_ns = np.round(np.arange(T) * self.control_period_s * 1e9).astype(np.int64)
         name = f"{split}/episode_{len(self.episodes):05d}.npz"
@@ -112,6 +118,7 @@ class RobotDatasetWriter:
             actions=actions,
             instruction=np.asarray(instruction),
             stamp_ns=np.asarray(stamp_ns, dtype=np.int64),
+            **extra,
         )
         os.replace(tmp, path)
         entry = {"shard": name, "split": split, "num_steps": T, "instruction": instruction}
@@ -150,6 +157,8 @@ def load_episode(root: str | Path, entry: dict[str, Any], manifest: dict[str, An
     try:
         with np.load(path, allow_pickle=False) as shard:
             episode = {k: shard[k] for k in SHARD_KEYS}
+            if "scene" in shard.files:
+                episode["scene"] = shard["scene"]
     except (OSError, KeyError, ValueError) as e:
         raise RobotDataError(f"{path}: {e}") from e
     T, K = entry["num_steps"], len(manifest["camera_names"])
@@ -239,8 +248,10 @@ def write_synthetic_dataset(
                 frames = np.zeros((num_steps, K, H, W, 3), np.uint8)
                 proprio = np.zeros((num_steps, proprio_dim), np.float32)
                 actions = np.zeros((num_steps, action_dim), np.float32)
+                scene = np.zeros((num_steps, SCENE_DIM), np.float32)  # the arm, the target
                 for t in range(num_steps):
                     actions[t] = np.clip(0.5 * (target - position), -1, 1)
+                    scene[t] = np.r_[np.resize(position, 3), [target] * 3]
                     proprio[t] = position[:proprio_dim] if proprio_dim <= action_dim else 0.0
                     colour = np.zeros(3)
                     colour[task_id % 3] = 200
@@ -249,5 +260,6 @@ def write_synthetic_dataset(
                     col = int((position[0] + 1) / 2 * (W - 1))
                     frames[t, :, H // 2 :, max(col, 0) : col + 2] = 255
                     position = position + 0.5 * actions[t]
-                w.add(split, frames, proprio, actions, instruction, task=f"{task}-{k}")
+                w.add(split, frames, proprio, actions, instruction, task=f"{task}-{k}",
+                      scene=scene)  # fmt: skip
     return Path(root) / MANIFEST

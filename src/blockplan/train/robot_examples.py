@@ -26,6 +26,7 @@ from blockplan.schema.action import (
 )
 from blockplan.train.examples import ExampleEncoder
 from blockplan.train.robot_data import (
+    SCENE_DIM,
     RobotDataError,
     chunk_at,
     data_ranges,
@@ -135,6 +136,7 @@ class RobotExamples(torch.utils.data.Dataset):
     proprio: np.ndarray  # (N, S) float64
     instruction: np.ndarray  # (N,) str
     episode: np.ndarray  # (N,) int, index of the episode in the split
+    scene: np.ndarray  # (N, 6) float32 object and goal positions at the step; NaN: unknown
     num_clipped: int = 0  # action values outside the bins' ranges (clipped)
 
     def __len__(self) -> int:
@@ -143,13 +145,15 @@ class RobotExamples(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> int:
         return i
 
-    def batch(self, indices: list[int]) -> dict[str, torch.Tensor]:
+    def batch(self, indices: list[int], scene: bool = False) -> dict[str, torch.Tensor]:
+        """Tensors of the samples at `indices`; with `scene`, the scene probe's targets."""
         idx = np.asarray(indices, dtype=np.int64)
-        return {
+        out = {
             "prompt_ids": torch.from_numpy(self.prompt_ids[idx]),
             "answer_ids": torch.from_numpy(self.answer_ids[idx]),
             "images": torch.from_numpy(self.images[idx]),
         }
+        return out | ({"scene": torch.from_numpy(self.scene[idx])} if scene else {})
 
 
 def load_robot_examples(
@@ -168,10 +172,13 @@ def load_robot_examples(
     order = [names.index(c) for c in mc.camera_names]
     resize = ExampleEncoder(recipe).resize
     rows: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "answer_ids", "images")}
-    extra: dict[str, list[Any]] = {k: [] for k in ("actions", "proprio", "instruction", "episode")}
+    keys = ("actions", "proprio", "instruction", "episode", "scene")
+    extra: dict[str, list[Any]] = {k: [] for k in keys}
     clipped = 0
     for e, episode in enumerate(episodes):
         frames = episode["frames"][:, order]  # (T, K, H', W', 3) in the model's camera order
+        unknown = np.full((len(episode["actions"]), SCENE_DIM), np.nan, np.float32)
+        scene = episode.get("scene", unknown).astype(np.float32)
         for t in range(len(episode["actions"])):
             chunk = chunk_at(episode["actions"], t, schema.horizon)
             ids, n = encode_actions(chunk, recipe.scaffold, recipe.tokenizer, schema)
@@ -195,5 +202,6 @@ def load_robot_examples(
             extra["proprio"].append(episode["proprio"][t].astype(np.float64))
             extra["instruction"].append(episode["instruction"])
             extra["episode"].append(e)
+            extra["scene"].append(scene[t])
     arrays = {k: np.stack(v) for k, v in {**rows, **extra}.items()}
     return RobotExamples(**arrays, num_clipped=clipped)

@@ -61,6 +61,9 @@ class RobotTrainConfig:
     # compressed).
     teacher_max_s: float | None = None
     student_max_s: float | None = None
+    # Weight of the training-only scene probe's loss (object and goal positions from the
+    # newest visual tokens; train/distill.py) in both phases; 0 = no probe.
+    scene_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if self.teacher_steps < 1 or self.student_steps < 1:
@@ -68,6 +71,8 @@ class RobotTrainConfig:
                 f"teacher_steps={self.teacher_steps}, student_steps={self.student_steps}: "
                 "must be >= 1"
             )
+        if not self.scene_weight >= 0:
+            raise TrainError(f"scene_weight={self.scene_weight} must be >= 0")
 
     def phase(self, steps: int) -> TrainConfig:
         """The optimizer schedule of one phase."""
@@ -107,13 +112,19 @@ class RobotTrainer:
         self.layout = ChunkNoiseLayout.from_scaffold(recipe.scaffold)
         self.mask_id = recipe.scaffold.mask_id
         self.records: dict[str, dict[str, Any]] = {}
+        self.scene_probe = config.scene_weight > 0
+        if self.scene_probe and not np.isfinite(train_set.scene).all(axis=1).any():
+            raise TrainError(
+                "scene_weight > 0 but no training step records the scene (a data set built "
+                "from bags without /sim/object/position and /sim/goal/position: regenerate it)"
+            )
 
     # ---- batches -------------------------------------------------------------------------
 
     def inputs(
         self, data: RobotExamples, indices: list[int], rng: np.random.Generator, forcing: bool
     ) -> dict[str, torch.Tensor]:
-        batch = data.batch(indices)
+        batch = data.batch(indices, scene=self.scene_probe)
         noisy, masks = draw_chunk_noise(
             self.layout, batch["answer_ids"].numpy(), self.mask_id, rng, forcing
         )
@@ -165,6 +176,8 @@ class RobotTrainer:
                 else module.distillation_loss(batch, teacher)
             )
             loss = out["loss"]
+            if "scene" in out:
+                loss = loss + self.config.scene_weight * out["scene"]
             if not torch.isfinite(loss):
                 raise TrainError(f"{name} step {step}: loss is {float(loss)}")
             optimizer.zero_grad(set_to_none=True)
@@ -242,7 +255,9 @@ class RobotTrainer:
                 model = PlannerModel(self.recipe.model_config)
                 init_weights(model)
             model.to(self.device)
-            teacher = ChunkDiffusionModule(model, self.recipe, "bidirectional").to(self.device)
+            teacher = ChunkDiffusionModule(
+                model, self.recipe, "bidirectional", scene_probe=self.scene_probe
+            ).to(self.device)
             self.records["teacher"] = self.run_phase(
                 TEACHER, teacher, self.config.teacher_steps, max_s=self.config.teacher_max_s
             )
@@ -253,7 +268,11 @@ class RobotTrainer:
         student_model = copy.deepcopy(model)
         for p in student_model.parameters():
             p.requires_grad_(True)
-        student = ChunkDiffusionModule(student_model, self.recipe, "block_causal").to(self.device)
+        student = ChunkDiffusionModule(
+            student_model, self.recipe, "block_causal", scene_probe=self.scene_probe
+        ).to(self.device)
+        if student.scene_head is not None and teacher.scene_head is not None:
+            student.scene_head.load_state_dict(teacher.scene_head.state_dict())
         self.records["student"] = self.run_phase(
             STUDENT, student, self.config.student_steps, teacher, self.config.student_max_s
         )
