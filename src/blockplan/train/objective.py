@@ -48,7 +48,7 @@ NUM_NOISY = 2  # the noisy copy and its complement
 FLOW_WEIGHT = 1.0  # the rectified-flow loss next to the SASD loss (flow head only)
 FLOW_SAMPLES = 4  # (noise, τ) draws per example and step: the head is cheap next to the decoder
 WAYPOINT_STRIDE = 4  # future_xy is 4 Hz from 0.25 s: the waypoints (1..5 s) are every 4th
-LANE_POSE_SCALE = (0.5, 0.05)  # metres, radians: the lane-pose probe's targets in these units
+LANE_POSE_SCALE = (0.25, 0.15)  # metres, radians: the lane-pose probe's targets in these units
 
 
 def draw_flow_noise(batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
