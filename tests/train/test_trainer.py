@@ -29,6 +29,20 @@ def test_bad_config_is_rejected():
         TrainConfig(steps=0)
 
 
+def _straight_then_resumed(recipe, train, val, config, tmp_path):
+    """A run to the end in tmp/a, and one stopped at step 2 then resumed in tmp/b: they must
+    end with identical parameters. Returns (the straight run's result, the resumed trainer)."""
+    straight = Trainer(recipe, train, tmp_path / "a", config, val_set=val, progress=False)
+    final = straight.fit()
+    interrupted = Trainer(recipe, train, tmp_path / "b", config, val_set=val, progress=False)
+    interrupted.fit(until=2)
+    resumed = Trainer(recipe, train, tmp_path / "b", config, val_set=val, progress=False)
+    assert resumed.resume() and resumed.step == 2
+    resumed.fit()
+    assert parameter_digest(resumed.module) == parameter_digest(straight.module)
+    return final, resumed
+
+
 @pytest.mark.parametrize(
     "variant",
     [{}, {"ego_tokens": 2}, {"ego_tokens": 2, "trajectory_head": "flow"}],
@@ -45,16 +59,8 @@ def test_resume_continues_exactly(variant, dataset_dir, tmp_path):
         steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
     )
 
-    straight = Trainer(recipe, train, tmp_path / "a", config, val_set=val, progress=False)
-    final = straight.fit()
+    final, resumed = _straight_then_resumed(recipe, train, val, config, tmp_path)
     assert final["step"] == 4 and len(final["param_digests"]) == 1
-
-    interrupted = Trainer(recipe, train, tmp_path / "b", config, val_set=val, progress=False)
-    interrupted.fit(until=2)
-    resumed = Trainer(recipe, train, tmp_path / "b", config, val_set=val, progress=False)
-    assert resumed.resume() and resumed.step == 2
-    resumed.fit()
-    assert parameter_digest(resumed.module) == parameter_digest(straight.module)
     lines = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
     assert {r["event"] for r in lines} == {"train", "checkpoint", "done"}
     model = load_pretrained(tmp_path / "b" / "best")  # the best folder is a loadable model
@@ -190,14 +196,7 @@ def test_the_lane_pose_probe_trains_the_vision_tower_resumes_and_stays_out_of_th
     assert any(g is not None and g.abs().sum() > 0 for n, g in grads.items() if "visual" in n)
     assert all(g is None for n, g in grads.items() if n.startswith("model.decoder."))
 
-    straight = Trainer(recipe, train, tmp_path / "a", config, val_set=val, progress=False)
-    straight.fit()
-    interrupted = Trainer(recipe, train, tmp_path / "b", config, val_set=val, progress=False)
-    interrupted.fit(until=2)
-    resumed = Trainer(recipe, train, tmp_path / "b", config, val_set=val, progress=False)
-    assert resumed.resume() and resumed.step == 2
-    resumed.fit()
-    assert parameter_digest(resumed.module) == parameter_digest(straight.module)
+    _straight_then_resumed(recipe, train, val, config, tmp_path)
     lines = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
     assert all("lane_pose" in r for r in lines if r["event"] == "train")
     plain = Trainer(recipe, train, tmp_path / "c", dataclasses.replace(config, lane_pose_weight=0))
