@@ -46,9 +46,7 @@ class Examples(torch.utils.data.Dataset):
     command: np.ndarray  # (N,) index of the route command in the schema's list
     episode: np.ndarray  # (N,) str "<scenario>-<seed>"
     stamp_ns: np.ndarray  # (N,) int64
-    lane_pose: (
-        np.ndarray
-    )  # (N, 2) float32 offset (m), heading error (rad) in the lane; NaN: unknown
+    lane_pose: np.ndarray  # (N, 2) float32 lane offset (m), heading error (rad); NaN: unknown
 
     def __len__(self) -> int:
         return int(self.prompt_ids.shape[0])
