@@ -464,6 +464,10 @@ class TopicsConfig:
 
     odom: str = "/odom"
     route_command: str = "/planning/route_command"
+    # geometry_msgs/PoseStamped in the lane frame: the ego's offset from its lane centre
+    # (position.y) and heading error (yaw), from the localisation; read by models whose ego
+    # encoder takes the lane pose (model/ego.py), ignored by the others.
+    lane_pose: str = "/localization/lane_pose"
     trajectory: str = "/planning/trajectory"
     rollouts: str = "/planning/rollouts"
     reasoning: str = "/planning/reasoning"

@@ -112,12 +112,15 @@ class Observation:
 
     frames: K cameras × T frames in view-major order (camera 0 oldest→newest, then camera 1…).
     ego_history: oldest→newest, the last entry is the ego state at t0.
+    lane_pose: the ego's pose in its lane at t0 from the localisation, (left-positive offset
+    from the lane centre in m, heading error against the lane in rad); None when unknown.
     """
 
     stamp_ns: int
     frames: tuple[CameraFrame, ...]
     ego_history: tuple[EgoState, ...]
     route_command: str = DEFAULT_ROUTE_COMMAND
+    lane_pose: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)

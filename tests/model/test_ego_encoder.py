@@ -321,3 +321,75 @@ def test_a_flow_head_run_with_an_encoder_starts_from_a_digit_token_folder(recipe
     out["loss"].backward()
     assert trainer.model.ego_encoder.net[0].weight.grad is not None
     assert len(prompt[0]) == P
+
+
+def test_an_encoder_with_the_lane_pose_reads_it_and_knows_when_it_is_missing(tmp_path):
+    from blockplan.model.ego import LANE_INPUT_SCALE, lane_inputs
+
+    inputs = lane_inputs(torch.tensor([[0.5, -0.03], [float("nan"), 0.1]]), (2,))
+    want = [[0.5 / LANE_INPUT_SCALE[0], -0.03 / LANE_INPUT_SCALE[1], 1.0], [0.0, 0.0, 0.0]]
+    torch.testing.assert_close(inputs, torch.tensor(want, dtype=torch.float64))
+    torch.testing.assert_close(lane_inputs(None, (2,)), torch.zeros(2, 3))
+
+    lane = Recipe.build("test", CAMERAS, 2, ego_tokens=4, ego_lane_pose=True)
+    torch.manual_seed(0)
+    model = PlannerModel(lane.model_config).eval()
+    assert model.ego_encoder.net[0].in_features == 3 * 6 + 3
+    model.save_pretrained(tmp_path / "lane", tokenizer_json=lane.tokenizer.to_str())
+    raw = json.loads((tmp_path / "lane" / "config.json").read_text())
+    assert raw["ego_encoder"] == {"tokens": 4, "rows": 3, "hidden": 256, "lane_pose": True}
+    assert load_pretrained(tmp_path / "lane").config == model.config
+
+    layout = _render(lane, _history(0))
+    assert np.isnan(layout.lane_pose).all()  # no observation: unknown
+    ids = torch.tensor(layout.token_ids)
+    G, W = lane.model_config.tokens_per_image, model.decoder_config.hidden_size
+    visual = torch.randn(len(CAMERAS) * 2, G, W)
+    start, end = layout.ego_span
+    with torch.no_grad():
+        unknown = model.embed_prompt(ids, layout.image_spans, visual, **layout.ego_inputs())
+        kw = layout.ego_inputs() | {"lane_pose": np.array([0.8, 0.05])}
+        known = model.embed_prompt(ids, layout.image_spans, visual, **kw)
+        none = model.embed_prompt(
+            ids, layout.image_spans, visual, ego_span=layout.ego_span, ego_history=_history(0)
+        )
+    assert not torch.allclose(known[0, start:end], unknown[0, start:end])
+    torch.testing.assert_close(none, unknown)  # None and NaN are the same: unknown
+    torch.testing.assert_close(known[0, :start], unknown[0, :start])
+
+
+def test_training_and_serving_give_the_encoder_the_same_lane_pose():
+    """Planner.embed of an Observation with a lane pose equals SASDModule.prompt_embeds of
+    the data set row with it; a model without the lane pose ignores it."""
+    from blockplan.config import PlannerConfig
+    from blockplan.planner.planner import Planner
+    from blockplan.planner.synthetic import synthetic_observation
+    from blockplan.train.examples import ExampleEncoder
+    from blockplan.train.objective import SASDModule
+
+    config = PlannerConfig()
+    lane = Recipe.build("test", tuple(config.camera_names), 2, ego_tokens=4, ego_lane_pose=True)
+    torch.manual_seed(0)
+    model = PlannerModel(lane.model_config).eval()
+    planner = Planner(model, lane.tokenizer, config, lane.schema)
+    assert planner.reads_lane_pose
+    vision = lane.model_config.vision
+    size = (vision.image_height, vision.image_width)
+    obs = synthetic_observation(config, seed=3, size=size, schema=lane.schema)
+    obs = dataclasses.replace(obs, lane_pose=(-0.6, 0.04))
+    served, layout = planner.embed(obs, {})
+    np.testing.assert_array_equal(layout.lane_pose, [-0.6, 0.04])
+    encoder = ExampleEncoder(lane)
+    history = ego_history_array(obs.ego_history, obs.stamp_ns, lane.schema)
+    images = np.stack([encoder.resize(f.image[None])[0] for f in obs.frames])
+    module = SASDModule(model, lane).eval()
+    with torch.no_grad():
+        trained = module.prompt_embeds(
+            torch.tensor(encoder.prompt_ids(history, obs.route_command))[None],
+            torch.from_numpy(images)[None],
+            torch.tensor(history, dtype=torch.float32)[None],
+            lane_input=torch.tensor([[-0.6, 0.04]]),
+        )
+    torch.testing.assert_close(trained, served, rtol=1e-5, atol=1e-5)
+    plain = Recipe.build("test", tuple(config.camera_names), 2, ego_tokens=4)
+    assert not Planner(PlannerModel(plain.model_config), plain.tokenizer, config).reads_lane_pose

@@ -1,6 +1,7 @@
 """Train/serve parity: the prompt the runtime builds while replaying an episode's bag is the
 prompt training saw for the same instant (a `blockplan dataset` sample), token for token
-(and, for a numeric ego encoder, the history rows it reads, to float32 precision).
+(and, for a numeric ego encoder, the history rows it reads, to float32 precision, and the
+lane pose an encoder with `lane_pose` reads, from /localization/lane_pose).
 
 Both come from the CLI: `blockplan dataset` writes the sample (ego history from the recorded
 states, sim/labels.py; frames `frame_period_s` apart), `blockplan simulate` writes the same
@@ -79,12 +80,15 @@ def episode(tmp_path_factory):
     return data, entry, bag
 
 
-def _replayed(bag: Path, schema) -> dict:
-    observations = bag_observations(bag, load_config(default_params_path()), schema)
+def _replayed(bag: Path, schema, reads_lane_pose: bool) -> dict:
+    config = load_config(default_params_path())
+    observations = bag_observations(bag, config, schema, reads_lane_pose)
     return {o.stamp_ns: o for o in observations}
 
 
-@pytest.mark.parametrize("which", ["shipped model", "default schema", "ego encoder"])
+@pytest.mark.parametrize(
+    "which", ["shipped model", "default schema", "ego encoder", "ego encoder with lane pose"]
+)
 def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
     from blockplan.train.evaluate import recipe_of_folder
     from blockplan.train.examples import load_shards
@@ -101,10 +105,16 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
         )
     else:  # the numeric ego encoder: the same rows, as numbers in the layout
         recipe = Recipe.build(
-            "reference", ("front_left", "front", "front_right", "rear"), 2, ego_tokens=4
+            "reference",
+            ("front_left", "front", "front_right", "rear"),
+            2,
+            ego_tokens=4,
+            ego_lane_pose=which.endswith("lane pose"),
         )
     examples = load_shards(data, entry["split"], recipe, with_images=False)
-    seen = _replayed(bag, recipe.schema)
+    encoder = recipe.model_config.ego_encoder
+    reads_lane_pose = encoder is not None and encoder.lane_pose
+    seen = _replayed(bag, recipe.schema, reads_lane_pose)
     shard = load_shard(data / entry["shard"])
     mc = recipe.model_config
     assert len(examples) == 4
@@ -126,6 +136,11 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
         np.testing.assert_array_equal(layout.token_ids, examples.prompt_ids[i])
         if mc.ego_tokens:  # what the encoder reads; float32 in the layout
             np.testing.assert_allclose(layout.ego_history, examples.ego_history[i], atol=1e-5)
+        if reads_lane_pose:  # the bag's lane pose at t0 is the sample's, to float precision
+            assert np.isfinite(examples.lane_pose[i]).all()
+            np.testing.assert_allclose(layout.lane_pose, examples.lane_pose[i], atol=1e-6)
+        else:
+            assert observation.lane_pose is None
         assert observation.route_command == str(shard["route_command"][i])
         # The frame window: the same stamps (trained spacing) and the same pixels.
         names = [str(n) for n in shard["camera_names"]]

@@ -19,7 +19,12 @@ from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
-from blockplan.bags import ModuleMessages, ego_to_odometry, encode_image  # noqa: E402
+from blockplan.bags import (  # noqa: E402
+    ModuleMessages,
+    ego_to_odometry,
+    encode_image,
+    lane_pose_to_msg,
+)
 from blockplan.ros.interfaces import CAMERA_QOS  # noqa: E402
 from blockplan.ros.node import PlannerNode  # noqa: E402
 from blockplan.types import EgoState  # noqa: E402
@@ -50,8 +55,8 @@ def _planner(context, **overrides) -> PlannerNode:
 
 
 class Vehicle(Node):
-    """Publishes a camera at 20 Hz and odometry at 50 Hz (stamped now, driving at SPEED) and
-    records what the planner publishes."""
+    """Publishes a camera at 20 Hz, odometry and the lane pose at 50 Hz (stamped now, driving
+    at SPEED, 0.4 m left of the lane centre) and records what the planner publishes."""
 
     def __init__(self, context) -> None:
         super().__init__("fake_vehicle", context=context)
@@ -61,6 +66,9 @@ class Vehicle(Node):
             cls("sensor_msgs/msg/Image"), "camera/front/image_raw", CAMERA_QOS
         )
         self.odom_pub = self.create_publisher(cls("nav_msgs/msg/Odometry"), "odom", 10)
+        self.lane_pub = self.create_publisher(
+            cls("geometry_msgs/msg/PoseStamped"), "localization/lane_pose", 10
+        )
         self.paths: list[tuple[float, object]] = []
         self.reasoning: list[dict] = []
         self.diagnostics: list[object] = []
@@ -97,6 +105,7 @@ class Vehicle(Node):
         now = self.now_ns()
         ego = EgoState(now, x=SPEED * (now - self.start_ns) * 1e-9, y=0.0, yaw=0.0, v_x=SPEED)
         self.odom_pub.publish(ego_to_odometry(self.ns, ego))
+        self.lane_pub.publish(lane_pose_to_msg(self.ns, now, 0.4, -0.02))
 
 
 def _spin(context, nodes):
@@ -126,6 +135,9 @@ def test_active_node_publishes_a_path_at_the_control_rate(context):
         assert vehicle.reasoning and "constant velocity" in vehicle.reasoning[-1]["explanation"]
         names = {s.name for msg in vehicle.diagnostics for s in msg.status}
         assert {"blockplan: model", "blockplan: control loop"} <= names
+        # The lane pose reaches the runtime (models whose encoder reads it get it).
+        stamp, pose = planner._runtime.lane_poses[-1]
+        assert stamp > vehicle.start_ns and pose == pytest.approx((0.4, -0.02))
 
         assert planner.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
         time.sleep(0.3)

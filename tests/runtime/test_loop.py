@@ -284,3 +284,50 @@ def test_thread_worker_live_mode() -> None:
     finally:
         release.set()
         runtime.close()
+
+
+class LanePlanner(ConstantVelocityPlanner):
+    """A planner whose model reads the lane pose; keeps what each request carried."""
+
+    reads_lane_pose = True
+
+    def __init__(self) -> None:
+        self.poses: list[tuple[float, float] | None] = []
+
+    def plan(self, observation: Observation) -> Plan:
+        self.poses.append(observation.lane_pose)
+        return super().plan(observation)
+
+
+def test_the_lane_pose_goes_to_a_planner_that_reads_it_while_it_is_fresh() -> None:
+    planner = LanePlanner()
+    runtime, drive = _runtime("ideal", planner=planner)
+    drive.step()  # t = 1.1 s: no lane pose yet
+    runtime.on_lane_pose(drive.t + 100 * MS, 0.3, 0.02)  # stamped 1.2 s
+    drive.step()  # 1.2 s: that pose
+    runtime.on_lane_pose(drive.t + 150 * MS, 9.0, 9.0)  # stamped 1.35 s
+    drive.step()  # 1.3 s: never a pose from after the window's stamp
+    drive.run(3)  # 1.4-1.6 s: the newer pose, up to max_lane_pose_age_s = 0.25 s old
+    drive.step()  # 1.7 s: 0.35 s old, too old
+    assert planner.poses == [None, (0.3, 0.02), (0.3, 0.02)] + [(9.0, 9.0)] * 3 + [None]
+    assert runtime.metrics()["requests_without_lane_pose"] == 2
+    runtime.on_lane_pose(drive.t, float("nan"), 0.0)  # rejected and counted
+    assert runtime.metrics()["lane_pose_nonfinite"] == 1
+    drive.step()
+    assert planner.poses[-1] is None
+
+
+def test_a_planner_that_does_not_read_the_lane_pose_is_not_given_it() -> None:
+    class Keeps(ConstantVelocityPlanner):
+        seen: list[Observation] = []
+
+        def plan(self, observation: Observation) -> Plan:
+            self.seen.append(observation)
+            return super().plan(observation)
+
+    planner = Keeps()
+    runtime, drive = _runtime("ideal", planner=planner)
+    runtime.on_lane_pose(drive.t + 100 * MS, 0.3, 0.02)
+    drive.step()
+    assert planner.seen[-1].lane_pose is None
+    assert runtime.metrics()["requests_without_lane_pose"] == 0

@@ -12,6 +12,7 @@ from blockplan.cli import main
 from blockplan.sim.topics import (
     GT_LABELS_TOPIC,
     GT_PATH_TOPIC,
+    LANE_POSE_TOPIC,
     ODOM_TOPIC,
     TF_STATIC_TOPIC,
     TF_TOPIC,
@@ -50,6 +51,14 @@ def test_mcap_bag_decodes_with_the_independent_mcap_reader(tmp_path, capsys) -> 
         assert types[topic] == msgtype
     # 1 s at 20 Hz odometry (t = 0..1 inclusive) and 10 Hz cameras
     assert counts[ODOM_TOPIC] == 21 and counts[TF_TOPIC] == 21 and counts[TF_STATIC_TOPIC] == 1
+    # The lane pose with every odometry message, in the lane frame (an offset within the
+    # lane, a rotation about z only).
+    lane = first[LANE_POSE_TOPIC]
+    assert counts[LANE_POSE_TOPIC] == 21 and lane.header.frame_id == "lane"
+    assert lane.pose.position.x == 0.0 and abs(lane.pose.position.y) < 2.0
+    assert lane.pose.orientation.x == 0.0 and lane.pose.orientation.y == 0.0
+    stamp, odom = lane.header.stamp, first[ODOM_TOPIC].header.stamp
+    assert (stamp.sec, stamp.nanosec) == (odom.sec, odom.nanosec)
     for cam in CAMERAS:
         topic = camera_topic(cam)
         assert types[topic] == "sensor_msgs/msg/Image" and counts[topic] == 11

@@ -211,3 +211,58 @@ def test_the_lane_pose_probe_needs_data_that_records_the_lane_pose(recipe, datas
     train.lane_pose[:] = np.nan  # a data set written before the lane pose was recorded
     with pytest.raises(TrainError, match="lane pose"):
         Trainer(recipe, train, "unused", TrainConfig(steps=1, lane_pose_weight=1.0))
+
+
+def test_an_encoder_that_reads_the_lane_pose_starts_from_one_that_does_not_and_trains(
+    dataset_dir, tmp_path
+):
+    """`--ego-lane-pose --init-from` a folder without it: the lane inputs start at zero
+    weight, so the model first plans exactly as the folder did; training then moves them,
+    a resumed run is the straight run, and the folder records the setting."""
+    import torch
+
+    from blockplan.model.ego import LANE_INPUTS
+
+    plain = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2)
+    lane = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_lane_pose=True)
+    train = load_shards(dataset_dir, "train", lane)
+    val = load_shards(dataset_dir, "val", lane)
+    assert np.isfinite(train.lane_pose).all()
+    source = Trainer(plain, train, tmp_path / "s", TrainConfig(steps=1, batch_size=2, seed=5))
+    folder = source.model.save_pretrained(tmp_path / "m", plain.tokenizer.to_str())
+    config = TrainConfig(
+        steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
+    )
+    target = Trainer(lane, train, tmp_path / "t", config, progress=False)
+    target.init_from(folder)
+    weight = target.model.state_dict()["ego_encoder.net.0.weight"]
+    assert weight.shape[1] == source.model.state_dict()["ego_encoder.net.0.weight"].shape[1] + 3
+    assert torch.count_nonzero(weight[:, -LANE_INPUTS:]) == 0
+    batch = {k: v for k, v in target.inputs(train, [0, 1], np.random.default_rng(0)).items()}
+    assert batch["lane_input"].shape == (2, 2)
+    with torch.no_grad():
+        mine = target.module(**batch)["loss"]
+        batch.pop("lane_input")
+        theirs = source.module(**batch)["loss"]
+    torch.testing.assert_close(mine, theirs)  # the lane inputs are silent at first
+
+    target.fit()
+    weight = target.model.state_dict()["ego_encoder.net.0.weight"]
+    assert torch.count_nonzero(weight[:, -LANE_INPUTS:]) > 0
+    _straight_then_resumed(lane, train, val, config, tmp_path)
+    model = load_pretrained(tmp_path / "b" / "best")
+    assert model.config.ego_encoder.lane_pose
+
+
+def test_lane_pose_dropout_hides_the_pose_from_the_encoder_for_a_share_of_samples(dataset_dir):
+    lane = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_lane_pose=True)
+    train = load_shards(dataset_dir, "train", lane)
+    every = list(range(len(train)))
+    for dropout, hidden in ((0.0, 0), (1.0, len(every))):
+        config = TrainConfig(steps=1, batch_size=2, lane_pose_dropout=dropout)
+        trainer = Trainer(lane, train, "unused", config, progress=False)
+        pose = trainer.inputs(train, every, np.random.default_rng(0))["lane_input"].numpy()
+        assert int(np.isnan(pose).any(axis=1).sum()) == hidden
+    train.lane_pose[:] = np.nan  # a data set written before the lane pose was recorded
+    with pytest.raises(TrainError, match="ego_lane_pose"):
+        Trainer(lane, train, "unused", TrainConfig(steps=1))

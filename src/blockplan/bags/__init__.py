@@ -6,10 +6,13 @@ code serves both.
 """
 
 from blockplan.bags.ego import (
+    LANE_FRAME,
     OdometryError,
     StaticFrame,
     ego_to_odometry,
     ego_to_tf,
+    lane_pose_from_msg,
+    lane_pose_to_msg,
     odometry_to_ego,
     static_frames_to_tf,
     tf_to_poses,
@@ -90,6 +93,7 @@ __all__ = [
     "default_typestore",
     "diagnostics_from_msg",
     "diagnostics_to_msg",
+    "LANE_FRAME",
     "ego_to_odometry",
     "ego_to_tf",
     "encode_compressed_image",
@@ -98,6 +102,8 @@ __all__ = [
     "header_stamp_ns",
     "image_msg_to_frame",
     "is_compressed_image",
+    "lane_pose_from_msg",
+    "lane_pose_to_msg",
     "make_header",
     "ns_to_time",
     "odometry_to_ego",

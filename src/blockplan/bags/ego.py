@@ -151,3 +151,29 @@ def tf_to_poses(msg: Any) -> dict[tuple[str, str], tuple[int, float, float, floa
             quaternion_to_yaw(t.rotation),
         )
     return out
+
+
+# The ego's pose in its lane (localisation on the map) as geometry_msgs/PoseStamped in a
+# lane frame that moves along the lane with the ego: x = 0, y = the left-positive offset
+# from the lane centre, yaw = the heading error against the lane (docs/DESIGN.md §4).
+LANE_FRAME = "lane"
+
+
+def lane_pose_to_msg(
+    ns: MessageNamespace, stamp_ns: int, offset_m: float, heading_rad: float
+) -> Any:
+    """(offset, heading error) at `stamp_ns` → geometry_msgs/PoseStamped in `LANE_FRAME`."""
+    pose = ns.make(
+        "geometry_msgs/msg/Pose",
+        position=ns.make("geometry_msgs/msg/Point", x=0.0, y=float(offset_m), z=0.0),
+        orientation=yaw_to_quaternion(ns, heading_rad),
+    )
+    return ns.make(
+        "geometry_msgs/msg/PoseStamped", header=make_header(ns, stamp_ns, LANE_FRAME), pose=pose
+    )
+
+
+def lane_pose_from_msg(msg: Any) -> tuple[int, float, float]:
+    """geometry_msgs/PoseStamped in the lane frame → (stamp_ns, offset m, heading error rad)."""
+    pose = msg.pose
+    return header_stamp_ns(msg), float(pose.position.y), quaternion_to_yaw(pose.orientation)

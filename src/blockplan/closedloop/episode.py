@@ -147,6 +147,7 @@ class PlannerDriver:
         i = world.step_index
         if i >= self.feed_from:
             self.runtime.on_odometry(world.ego_state(self._yaw_rate()))
+            self.runtime.on_lane_pose(world.stamp_ns(), *world.lane_pose())
             if i in self.frame_steps:
                 images = self.renderer.render(world.snapshot())
                 for camera, image in images.items():

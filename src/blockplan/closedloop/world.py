@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from blockplan.sim.episode import ObjectRegistry, other_objects, pose_of
+from blockplan.sim.episode import ObjectRegistry, lane_pose, other_objects, pose_of
 from blockplan.sim.scenarios import SIM_HZ, Scenario, make_env, spawn_traffic
 from blockplan.sim.world import (
     EgoPose,
@@ -95,6 +95,11 @@ class ClosedLoopWorld:
     def ego_state(self, yaw_rate: float = 0.0) -> EgoState:
         p = self.ego_pose()
         return EgoState(self.stamp_ns(), p.x, p.y, p.yaw, p.speed, yaw_rate=yaw_rate)
+
+    def lane_pose(self) -> tuple[float, float]:
+        """The ego's (left-positive offset, heading error) in its own lane, as the data set
+        and the simulated bags record it (sim/episode.py `lane_pose`): the localisation."""
+        return lane_pose(self.env)
 
     def stamp_ns(self, t: float | None = None) -> int:
         return seconds_to_ns(STAMP_OFFSET_S + (self.t if t is None else t))

@@ -212,7 +212,9 @@ def _bag_sequence(bag: str, planner, needed: int):
         return None
     log.info("bench: the observations of %s (replay, ideal timing)", bag)
     try:
-        sequence = bag_observations(bag, planner.config, planner.schema)
+        sequence = bag_observations(
+            bag, planner.config, planner.schema, getattr(planner, "reads_lane_pose", False)
+        )
     except (BagError, OSError) as e:
         print(f"error: --bag {bag}: {e}", file=sys.stderr)
         return None

@@ -61,6 +61,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "instead of digit text (0: digits; model/ego.py)",
     )
     parser.add_argument(
+        "--ego-lane-pose",
+        action="store_true",
+        help="with --ego-tokens: the ego encoder also reads the ego's pose in its lane at t0 "
+        "(offset, heading error; the node's /localization/lane_pose), unknown for "
+        "--lane-pose-dropout of the samples (needs data sets that record the lane pose)",
+    )
+    parser.add_argument(
+        "--lane-pose-dropout",
+        type=float,
+        default=0.25,
+        help="share of training samples whose lane pose the encoder sees as unknown, so the "
+        "model also plans without localisation (0.25)",
+    )
+    parser.add_argument(
         "--vision-grid",
         metavar="RxC",
         help="visual tokens per image as a rows x cols grid (reference: 2x3); with "
@@ -235,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
             trajectory_head=args.trajectory_head,
             ego_tokens=args.ego_tokens,
             vision_grid=vision_grid,
+            ego_lane_pose=args.ego_lane_pose,
         )
         show = ctx.is_main
         if args.data:
@@ -271,6 +286,7 @@ def run(args: argparse.Namespace) -> int:
             lateral_share=args.lateral_share,
             lateral_threshold_m=args.lateral_threshold,
             lane_pose_weight=args.lane_pose_weight,
+            lane_pose_dropout=args.lane_pose_dropout,
         )
         trainer = Trainer(recipe, train_set, args.out, config, ctx, val_set)
         if args.resume and trainer.resume():

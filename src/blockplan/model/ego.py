@@ -11,6 +11,12 @@ tokens shorter.
 
 The inputs are divided by fixed scales (metres, m/s, m/s²: values of order one at highway
 speeds) so that the encoder needs no data statistics in its folder.
+
+An encoder with `lane_pose` also reads the ego's pose in its lane at t0 — the left-positive
+offset from the lane centre (m) and the heading error against the lane (rad), what a
+vehicle's localisation on its map provides — as two more scaled inputs and a flag that says
+whether the pose is known. An unknown pose (NaN: no localisation, or a stale one) enters as
+zeros with the flag down, so the same model plans without it (docs/ALGORITHMS.md §3.3).
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ from blockplan.model.config import ModelConfigError
 # Column scales of the [x, y, vx, vy, ax, ay] history rows (ego frame at t0).
 INPUT_SCALE = (10.0, 2.0, 10.0, 1.0, 2.0, 2.0)
 NUM_COLUMNS = len(INPUT_SCALE)
+# Scales of the lane pose (offset m, heading error rad) and the inputs it adds: the two
+# scaled values and the known flag, after the history rows.
+LANE_INPUT_SCALE = (0.25, 0.15)
+LANE_INPUTS = 3
 
 
 @dataclass(frozen=True)
@@ -33,22 +43,45 @@ class EgoEncoderConfig:
     tokens: int = 4  # prompt slots the encoder fills
     rows: int = 3  # history rows it reads (the schema's num_history)
     hidden: int = 256  # the MLP's hidden width
+    lane_pose: bool = False  # also reads the lane pose at t0 (offset, heading error)
 
     def __post_init__(self) -> None:
         for name in ("tokens", "rows", "hidden"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ModelConfigError(f"ego_encoder.{name}={value!r}: must be an integer >= 1")
+        if not isinstance(self.lane_pose, bool):
+            raise ModelConfigError(f"ego_encoder.lane_pose={self.lane_pose!r}: must be a bool")
+
+    @property
+    def num_inputs(self) -> int:
+        return self.rows * NUM_COLUMNS + (LANE_INPUTS if self.lane_pose else 0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "rows": self.rows, "hidden": self.hidden}
+        d: dict[str, Any] = {"tokens": self.tokens, "rows": self.rows, "hidden": self.hidden}
+        # Folders without the lane pose keep the config they were written with.
+        return d | ({"lane_pose": True} if self.lane_pose else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EgoEncoderConfig:
-        unknown = set(d) - {"tokens", "rows", "hidden"}
+        unknown = set(d) - {"tokens", "rows", "hidden", "lane_pose"}
         if unknown:
             raise ModelConfigError(f"ego_encoder: unknown settings {sorted(unknown)}")
         return cls(**d)
+
+
+def lane_inputs(lane_pose: torch.Tensor | None, batch: tuple[int, ...]) -> torch.Tensor:
+    """(..., 2) lane pose, NaN where unknown (None: unknown everywhere) → (..., 3) encoder
+    inputs: offset and heading error in `LANE_INPUT_SCALE` units, then 1 where known (a pose
+    with any NaN is unknown as a whole and enters as zeros)."""
+    if lane_pose is None:
+        return torch.zeros(*batch, LANE_INPUTS)
+    if tuple(lane_pose.shape) != (*batch, 2):
+        raise ValueError(f"lane pose shape {tuple(lane_pose.shape)}: expected {(*batch, 2)}")
+    pose = lane_pose.to(device="cpu", dtype=torch.float64)
+    known = torch.isfinite(pose).all(dim=-1, keepdim=True)
+    scaled = torch.where(known, pose / torch.tensor(LANE_INPUT_SCALE, dtype=pose.dtype), 0.0)
+    return torch.cat([scaled, known.to(pose.dtype)], dim=-1)
 
 
 class EgoEncoder(nn.Module):
@@ -62,15 +95,16 @@ class EgoEncoder(nn.Module):
             "scale", torch.tensor(INPUT_SCALE).repeat(config.rows), persistent=False
         )
         self.net = nn.Sequential(
-            nn.Linear(config.rows * NUM_COLUMNS, config.hidden),
+            nn.Linear(config.num_inputs, config.hidden),
             nn.SiLU(),
             nn.Linear(config.hidden, config.hidden),
             nn.SiLU(),
             nn.Linear(config.hidden, config.tokens * hidden_size),
         )
 
-    def forward(self, history: torch.Tensor) -> torch.Tensor:
-        """history (..., rows, 6) → (..., tokens, hidden_size)."""
+    def forward(self, history: torch.Tensor, lane_pose: torch.Tensor | None = None) -> torch.Tensor:
+        """history (..., rows, 6) and, for an encoder with `lane_pose`, the (..., 2) lane
+        pose (NaN or None: unknown; ignored by one without) → (..., tokens, hidden_size)."""
         c = self.config
         if tuple(history.shape[-2:]) != (c.rows, NUM_COLUMNS):
             raise ValueError(
@@ -79,4 +113,7 @@ class EgoEncoder(nn.Module):
             )
         dtype = self.net[0].weight.dtype
         x = history.to(dtype).flatten(-2) / self.scale.to(dtype)
+        if c.lane_pose:
+            lane = lane_inputs(lane_pose, tuple(history.shape[:-2]))
+            x = torch.cat([x, lane.to(device=x.device, dtype=dtype)], dim=-1)
         return self.net(x).unflatten(-1, (c.tokens, self.hidden_size))

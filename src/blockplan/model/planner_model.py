@@ -224,10 +224,12 @@ class PlannerModel(nn.Module):
         visual: torch.Tensor,  # (K*T, G, W) from `self.visual`, view-major
         ego_span: tuple[int, int] | None = None,
         ego_history: torch.Tensor | np.ndarray | None = None,  # (rows, 6)
+        lane_pose: torch.Tensor | np.ndarray | None = None,  # (2,), NaN or None: unknown
     ) -> torch.Tensor:
         """Prompt embeddings (1, P, W): token embeddings with each span's placeholders
         replaced by its image's visual tokens, and (models with an ego encoder) the ego
-        slots [ego_span) by the encoder's embeddings of `ego_history`."""
+        slots [ego_span) by the encoder's embeddings of `ego_history` (and `lane_pose`
+        where the encoder reads it; model/ego.py)."""
         embeds = self.embed(token_ids[None]).clone()  # (1, P, W)
         if (self.ego_encoder is None) != (ego_span is None) or (
             (ego_span is None) != (ego_history is None)
@@ -241,7 +243,9 @@ class PlannerModel(nn.Module):
             if not isinstance(ego_history, torch.Tensor):
                 ego_history = torch.tensor(np.asarray(ego_history, dtype=np.float32))
             history = ego_history.to(embeds.device)
-            slots = self.ego_encoder(history)  # (E, W)
+            if lane_pose is not None and not isinstance(lane_pose, torch.Tensor):
+                lane_pose = torch.tensor(np.asarray(lane_pose, dtype=np.float64))
+            slots = self.ego_encoder(history, lane_pose)  # (E, W)
             if end - start != slots.shape[0]:
                 raise ValueError(
                     f"ego slots {ego_span}: {end - start} slots, the encoder makes {slots.shape[0]}"

@@ -27,6 +27,7 @@ from blockplan.bags import (
     ImageDecodeError,
     OdometryError,
     image_msg_to_frame,
+    lane_pose_from_msg,
     odometry_to_ego,
     open_bag_reader,
     path_to_arrays,
@@ -251,6 +252,8 @@ class _Replayer:
                 self.publisher.tf_from_odometry(ego, record.log_time_ns)
         elif topic == self.topics.route_command:
             self.runtime.on_route_command(str(msg.data))
+        elif topic == self.topics.lane_pose:
+            self.runtime.on_lane_pose(*lane_pose_from_msg(msg))
 
 
 def _followed(windows: Sequence[PlanWindow], runtime: PlannerRuntime) -> dict[str, Any]:
@@ -346,6 +349,7 @@ def replay_bag(
         camera_topics=sorted(topics.cameras),
         missing_camera_topics=list(topics.missing_cameras),
         odometry_topic=topics.odometry,
+        lane_pose_topic=topics.lane_pose,
         ground_truth=GT_PATH_TOPIC if ground_truth else "recorded odometry",
         streaming=streaming_metrics(
             runtime_metrics,

@@ -3,7 +3,7 @@
 `bag_observations` replays the bag in ideal timing (a plan requested at every tick) with a
 planner that only records what it is asked: each request's `Observation`, exactly as the
 runtime assembled it from its buffers (the frame window, the ego history over `schema`'s
-span, the route command). What a planner sees on a real sequence at the control rate, for
+span, the route command, the lane pose when asked for). What a planner sees on a real sequence at the control rate, for
 benchmarks (`blockplan bench --bag`) and for train/serve parity tests.
 """
 
@@ -20,10 +20,12 @@ from blockplan.types import Observation, Plan
 
 class RecordingPlanner(ConstantVelocityPlanner):
     """The constant-velocity baseline answering, with `schema` (which decides the ego history
-    the runtime builds); keeps every observation it is asked to plan, by stamp."""
+    the runtime builds) and, with `reads_lane_pose`, given the lane pose as a model that
+    reads it is; keeps every observation it is asked to plan, by stamp."""
 
-    def __init__(self, schema: DrivingSchema) -> None:
+    def __init__(self, schema: DrivingSchema, reads_lane_pose: bool = False) -> None:
         self.schema = schema
+        self.reads_lane_pose = reads_lane_pose
         self.seen: dict[int, Observation] = {}
 
     def plan(self, observation: Observation) -> Plan:
@@ -32,13 +34,13 @@ class RecordingPlanner(ConstantVelocityPlanner):
 
 
 def bag_observations(
-    bag: str | Path, config: PlannerConfig, schema: DrivingSchema
+    bag: str | Path, config: PlannerConfig, schema: DrivingSchema, reads_lane_pose: bool = False
 ) -> list[Observation]:
     """Every observation a plan was requested for while replaying `bag` in ideal timing at
     `config`'s control rate, oldest first."""
     from blockplan.replay.driver import replay_bag
 
-    planner = RecordingPlanner(schema)
+    planner = RecordingPlanner(schema, reads_lane_pose)
     with tempfile.TemporaryDirectory(prefix="blockplan-observations-") as out:
         replay_bag(bag, Path(out) / "replay", planner, config, "ideal")
     return [planner.seen[stamp] for stamp in sorted(planner.seen)]

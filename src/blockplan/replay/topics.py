@@ -17,6 +17,7 @@ IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 ODOMETRY_TYPE = "nav_msgs/msg/Odometry"
 TF_TYPE = "tf2_msgs/msg/TFMessage"
 STRING_TYPE = "std_msgs/msg/String"
+POSE_STAMPED_TYPE = "geometry_msgs/msg/PoseStamped"
 
 
 class ReplayInputError(UserError, ValueError):
@@ -29,8 +30,8 @@ class ReplayOutputError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class InputTopics:
-    """camera topic → camera name; odometry / route topics (None when absent); tf topics to
-    copy to the output."""
+    """camera topic → camera name; odometry / route / lane-pose topics (None when absent); tf
+    topics to copy to the output."""
 
     cameras: dict[str, str]
     odometry: str | None
@@ -39,6 +40,7 @@ class InputTopics:
     missing_cameras: tuple[str, ...]
     # Configured topics the bag has with another message type: topic -> its type.
     mistyped: dict[str, str] = field(default_factory=dict)
+    lane_pose: str | None = None
 
     def why_missing(self, topic: str) -> str:
         """Why a configured input topic is not used: absent, or present with another type."""
@@ -49,7 +51,8 @@ class InputTopics:
     @property
     def all(self) -> tuple[str, ...]:
         topics = [*self.cameras, *self.tf]
-        topics += [t for t in (self.odometry, self.route_command) if t is not None]
+        inputs = (self.odometry, self.route_command, self.lane_pose)
+        topics += [t for t in inputs if t is not None]
         return tuple(topics)
 
 
@@ -89,5 +92,7 @@ def resolve_topics(config: PlannerConfig, topics: dict[str, TopicSummary]) -> In
     odom = odom if _typed(topics, odom, (ODOMETRY_TYPE,)) else None
     route = config.topics.route_command
     route = route if _typed(topics, route, (STRING_TYPE,)) else None
+    lane = config.topics.lane_pose
+    lane = lane if _typed(topics, lane, (POSE_STAMPED_TYPE,)) else None
     tf = tuple(t for t in ("/tf", "/tf_static") if _typed(topics, t, (TF_TYPE,)))
-    return InputTopics(cameras, odom, route, tf, tuple(missing), mistyped)
+    return InputTopics(cameras, odom, route, tf, tuple(missing), mistyped, lane)

@@ -13,6 +13,8 @@ tick without the planner) and `plan_age` (age of the published plan).
 * `invalid_plans`: plans rejected by the (hard) validity gates; `planner_errors`: planner
   exceptions; `uncomfortable_plans`: published plans beyond a comfort limit, with one
   `comfort_<check>` count per failed check (`comfort_max_abs_jerk`, …);
+* `requests_without_lane_pose`: requests of a planner that reads the lane pose made with
+  none (no /localization/lane_pose, or none recent enough): the planner plans without it;
 * `waits` / `degraded_requests`: ticks where a stale camera held back / degraded a request;
 * `time_jumps`: resets after a stamp or the clock went back; `discarded_results`: plans from
   before a reset (or older than the newest) that were dropped; `unchanged_window_replans`:
@@ -58,6 +60,7 @@ class Count(str, enum.Enum):
     UNCOMFORTABLE_PLANS = "uncomfortable_plans"
     INVALID_INPUTS = "invalid_inputs"
     REQUESTS = "requests"
+    REQUESTS_WITHOUT_LANE_POSE = "requests_without_lane_pose"
     DEGRADED_REQUESTS = "degraded_requests"
     WAITS = "waits"
     PADDED_WINDOWS = "padded_windows"
@@ -88,6 +91,7 @@ class InvalidInput(str, enum.Enum):
     CORRUPT_MESSAGE = "corrupt_message"  # a bag record that does not deserialise
     INVALID_JOINT_STATE = "invalid_joint_state"  # robots: joints missing, non-finite values
     INVALID_INSTRUCTION = "invalid_instruction"  # robots: an empty instruction
+    LANE_POSE_NONFINITE = "lane_pose_nonfinite"  # a lane pose with a NaN or infinity
 
 
 # What `blockplan: inputs` reports: dropped and rejected inputs (every InvalidInput too).

@@ -27,6 +27,10 @@ class RuntimeLimits:
     accel_window_s: float = 0.05
     # Odometry older than this is stale: the ego pose is extrapolated at most this far.
     max_odometry_age_s: float = 0.5
+    # The lane pose (localisation on the map) is used when one is at most this much older
+    # than the window's stamp, and never a later one: 0.25 s at 20 m/s is 5 m of road, and a
+    # localisation publishes at 10 Hz or faster. Otherwise the planner plans without it.
+    max_lane_pose_age_s: float = 0.25
     # Ego history kept (s; at least: the runtime keeps the planner's history span and more)
     # and the number of latency samples behind the p50/p99.
     ego_history_s: float = 10.0
@@ -39,6 +43,7 @@ class RuntimeLimits:
             "position_tolerance_m",
             "accel_window_s",
             "max_odometry_age_s",
+            "max_lane_pose_age_s",
             "ego_history_s",
         ):
             value = getattr(self, name)

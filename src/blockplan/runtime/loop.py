@@ -1,6 +1,7 @@
 """The fixed-rate control loop (docs/DESIGN.md §5), ROS-free.
 
-Inputs arrive through `on_frame`, `on_odometry`, `on_route_command` and `on_invalid_input`
+Inputs arrive through `on_frame`, `on_odometry`, `on_route_command`, `on_lane_pose` and
+`on_invalid_input`
 (from subscription callbacks live, from the bag in replay). A timer calls `tick()` at
 `control.rate_hz`; every tick publishes, whatever inference costs:
 
@@ -17,7 +18,9 @@ fallback plan are reset and in-flight results from before the jump are discarded
 from __future__ import annotations
 
 import logging
+import math
 import threading
+from collections import deque
 from collections.abc import Iterable
 
 from blockplan.config import PlannerConfig
@@ -91,6 +94,10 @@ class PlannerRuntime:
         self.fallback = Fallback(config.fallback, config.trajectory, config.comfort)
         self.period_ns = seconds_to_ns(1.0 / config.control.rate_hz)
         self.route_command = DEFAULT_ROUTE_COMMAND
+        # (stamp, (offset, heading error)) of the recent lane poses, oldest first; only a
+        # planner whose ego encoder reads them is given one (model/ego.py).
+        self.lane_poses: deque[tuple[int, tuple[float, float]]] = deque(maxlen=64)
+        self.reads_lane_pose = bool(getattr(planner, "reads_lane_pose", False))
         self.epoch = 0
         self.newest: AcceptedPlan | None = None
         self.last_output: TickOutput | None = None
@@ -142,6 +149,30 @@ class PlannerRuntime:
     def on_route_command(self, command: str) -> None:
         self.route_command = command
 
+    def on_lane_pose(self, stamp_ns: int, offset_m: float, heading_error_rad: float) -> None:
+        """The ego's pose in its lane from the localisation: left-positive offset from the
+        lane centre and heading error against the lane."""
+        pose = (float(offset_m), float(heading_error_rad))
+        if not all(math.isfinite(v) for v in pose):
+            self.on_invalid_input(InvalidInput.LANE_POSE_NONFINITE, f"lane pose at {stamp_ns} ns")
+            return
+        with self._lock:
+            newest = self.lane_poses[-1][0] if self.lane_poses else None
+            if newest is not None and stamp_ns < newest - seconds_to_ns(self.limits.time_jump_s):
+                self.lane_poses.clear()  # the timeline restarted
+            elif newest is not None and stamp_ns <= newest:
+                return  # late or re-sent: the newer one stands
+            self.lane_poses.append((int(stamp_ns), pose))
+
+    def lane_pose_at(self, stamp_ns: int) -> tuple[float, float] | None:
+        """The newest lane pose not after `stamp_ns` and at most `max_lane_pose_age_s`
+        older, or None."""
+        oldest = stamp_ns - seconds_to_ns(self.limits.max_lane_pose_age_s)
+        for stamp, pose in reversed(self.lane_poses):
+            if stamp <= stamp_ns:
+                return pose if stamp >= oldest else None
+        return None
+
     def on_invalid_input(self, kind: InvalidInput, detail: str) -> None:
         """An input the adapter could not use (undecodable image, corrupt message…)."""
         kind = InvalidInput(kind)  # ValueError naming an unknown kind
@@ -159,6 +190,7 @@ class PlannerRuntime:
     def _reset(self, reason: str) -> None:
         self.window.clear()
         self.ego.clear()
+        self.lane_poses.clear()
         self.fallback.reset()
         self.newest = None
         self.epoch += 1
@@ -332,8 +364,11 @@ class PlannerRuntime:
         history = self.ego.history(
             snapshot.stamp_ns, self.history.num_states, seconds_to_ns(self.history.period_s)
         )
-        observation = Observation(snapshot.stamp_ns, frames, history, route)
+        lane = self.lane_pose_at(snapshot.stamp_ns) if self.reads_lane_pose else None
+        observation = Observation(snapshot.stamp_ns, frames, history, route, lane)
         self.health.count(Count.REQUESTS)
+        if self.reads_lane_pose and lane is None:
+            self.health.count(Count.REQUESTS_WITHOUT_LANE_POSE)
         if is_degraded:
             self.health.count(Count.DEGRADED_REQUESTS)
         if snapshot.is_padded:

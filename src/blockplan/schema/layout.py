@@ -114,8 +114,9 @@ class PromptLayout:
     visual token may attend to under frame-local attention. image_spans are view-major
     (camera 0 oldest→newest, then camera 1, …). The answer follows position P-1.
     ego_span: [start, end) of the ego slots that a numeric ego encoder fills (model/ego.py),
-    with `ego_history` ((num_history, 6), the rows it encodes); both None when the prompt
-    spells the history out as digits.
+    with `ego_history` ((num_history, 6), the rows it encodes) and `lane_pose` ((2,) the
+    lane offset and heading error at t0, NaN where unknown; read by an encoder with
+    `lane_pose`); None when the prompt spells the history out as digits.
     """
 
     token_ids: np.ndarray
@@ -123,12 +124,17 @@ class PromptLayout:
     image_spans: tuple[ImageSpan, ...]
     ego_span: tuple[int, int] | None = None
     ego_history: np.ndarray | None = None
+    lane_pose: np.ndarray | None = None
 
     def ego_inputs(self) -> dict:
         """The `embed_prompt` keywords of the ego slots (empty for a digit prompt)."""
         if self.ego_span is None:
             return {}
-        return {"ego_span": self.ego_span, "ego_history": self.ego_history}
+        return {
+            "ego_span": self.ego_span,
+            "ego_history": self.ego_history,
+            "lane_pose": self.lane_pose,
+        }
 
     def __len__(self) -> int:
         return int(self.token_ids.shape[0])

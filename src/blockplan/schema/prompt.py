@@ -228,6 +228,7 @@ def render_prompt(
     ego_history: np.ndarray | None = None,
     route_command: str | None = None,
     ego_tokens: int = 0,
+    lane_pose: np.ndarray | None = None,
 ) -> PromptLayout:
     """The prompt as token ids with image placeholders, for our engine.
 
@@ -238,7 +239,9 @@ def render_prompt(
     fixed-width prompt cannot hold them; at 0.5 s spacing over 3 s they do not occur).
     ego_tokens > 0: the history is not written as digits; the prompt holds that many ego
     slots (null-token placeholders) that the model's numeric ego encoder fills from the
-    layout's `ego_history` (model/ego.py).
+    layout's `ego_history` (model/ego.py), and the layout carries the lane pose (2,) for an
+    encoder that reads it: `lane_pose`, default `observation.lane_pose`, NaN when unknown.
+    The lane pose never changes the token ids.
     """
     if tokens_per_image < 1:
         raise SchemaError(f"tokens_per_image={tokens_per_image}: must be >= 1")
@@ -277,4 +280,12 @@ def render_prompt(
         return PromptLayout(token_ids=token_ids, header_end=header_end, image_spans=tuple(spans))
     ego = np.asarray(history, dtype=np.float32)
     ego.setflags(write=False)
-    return PromptLayout(token_ids, header_end, tuple(spans), ego_span=ego_span, ego_history=ego)
+    if lane_pose is None and observation is not None:
+        lane_pose = observation.lane_pose
+    lane = np.full(2, np.nan) if lane_pose is None else np.asarray(lane_pose, dtype=np.float64)
+    if lane.shape != (2,):
+        raise SchemaError(f"lane_pose shape {lane.shape}: expected (2,) [offset m, heading rad]")
+    lane.setflags(write=False)
+    return PromptLayout(
+        token_ids, header_end, tuple(spans), ego_span=ego_span, ego_history=ego, lane_pose=lane
+    )

@@ -1,6 +1,7 @@
 """Write a recorded episode as a real ROS 2 bag (rosbags, via `blockplan.bags`).
 
-Per simulation step (20 Hz): /odom and /tf (odom -> base_link). Per camera tick (rig rate):
+Per simulation step (20 Hz): /odom, /tf (odom -> base_link) and the ego's pose in its lane
+(/localization/lane_pose, what a localisation on the map provides; `lane_pose_to_msg`). Per camera tick (rig rate):
 one image per camera (sensor_msgs/Image rgb8, or CompressedImage jpeg) in the camera's
 optical frame, the route command, and the ground truth at that instant: the expert's
 20-point 4 Hz future as nav_msgs/Path in base_link at t0, and the label JSON
@@ -28,6 +29,7 @@ from blockplan.bags import (
     ego_to_tf,
     encode_compressed_image,
     encode_image,
+    lane_pose_to_msg,
     static_frames_to_tf,
     string_msg,
     trajectory_to_path,
@@ -43,6 +45,7 @@ from blockplan.sim.topics import (
     BASE_FRAME,
     GT_LABELS_TOPIC,
     GT_PATH_TOPIC,
+    LANE_POSE_TOPIC,
     ODOM_FRAME,
     ODOM_TOPIC,
     ROUTE_COMMAND_TOPIC,
@@ -171,6 +174,9 @@ def write_episode_bag(
             stamp = ego.stamp_ns
             put(bag, ODOM_TOPIC, ego_to_odometry(ns, ego, ODOM_FRAME, BASE_FRAME), stamp)
             put(bag, TF_TOPIC, ego_to_tf(ns, ego, ODOM_FRAME, BASE_FRAME), stamp)
+            if log.lane_pose is not None and np.isfinite(log.lane_pose[i]).all():
+                offset, heading = (float(v) for v in log.lane_pose[i])
+                put(bag, LANE_POSE_TOPIC, lane_pose_to_msg(ns, stamp, offset, heading), stamp)
             if i % camera_every:
                 continue
             images = renderer.render(log.snapshot(i))

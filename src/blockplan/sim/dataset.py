@@ -307,7 +307,15 @@ def sample_observation(shard: dict[str, np.ndarray], i: int) -> Observation:
         )
         for r in shard["history_states"][i].tolist()
     )
-    return Observation(int(shard["stamp_ns"][i]), frames, history, str(shard["route_command"][i]))
+    lane = shard["lane_pose"][i] if "lane_pose" in shard else None
+    known = lane is not None and bool(np.isfinite(lane).all())
+    return Observation(
+        int(shard["stamp_ns"][i]),
+        frames,
+        history,
+        str(shard["route_command"][i]),
+        (float(lane[0]), float(lane[1])) if known else None,
+    )
 
 
 def sample_answer(shard: dict[str, np.ndarray], i: int) -> DrivingAnswer:

@@ -1,7 +1,7 @@
 """Topic names, message types and frame ids of the bags `blockplan simulate` writes.
 
 The replay reads these names to find the cameras, odometry and the ground truth it scores
-itself against. Camera, odometry and route-command topics are the planner's inputs
+itself against. Camera, odometry, route-command and lane-pose topics are the planner's inputs
 (docs/DESIGN.md §4); the ground truth lives under /ground_truth so a replay never mistakes it for
 an input.
 """
@@ -14,6 +14,8 @@ ODOM_TOPIC = "/odom"  # nav_msgs/msg/Odometry, odom -> base_link, every simulati
 TF_TOPIC = "/tf"  # tf2_msgs/msg/TFMessage, odom -> base_link, with every odometry message
 TF_STATIC_TOPIC = "/tf_static"  # tf2_msgs/msg/TFMessage, base_link -> camera frames, once
 ROUTE_COMMAND_TOPIC = "/planning/route_command"  # std_msgs/msg/String, with every camera tick
+# geometry_msgs/msg/PoseStamped in the lane frame (offset, heading error), every step (20 Hz)
+LANE_POSE_TOPIC = "/localization/lane_pose"
 GT_PATH_TOPIC = "/ground_truth/future_path"  # nav_msgs/msg/Path: 20 points at 4 Hz, base_link@t0
 GT_LABELS_TOPIC = "/ground_truth/labels"  # std_msgs/msg/String: JSON label (see sim/bag.py)
 
@@ -25,6 +27,7 @@ TOPIC_TYPES: dict[str, str] = {
     TF_TOPIC: "tf2_msgs/msg/TFMessage",
     TF_STATIC_TOPIC: "tf2_msgs/msg/TFMessage",
     ROUTE_COMMAND_TOPIC: "std_msgs/msg/String",
+    LANE_POSE_TOPIC: "geometry_msgs/msg/PoseStamped",
     GT_PATH_TOPIC: "nav_msgs/msg/Path",
     GT_LABELS_TOPIC: "std_msgs/msg/String",
 }

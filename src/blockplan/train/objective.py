@@ -110,10 +110,12 @@ class SASDModule(nn.Module):
         images: torch.Tensor,
         ego_history: torch.Tensor | None = None,
         visual_out: list[torch.Tensor] | None = None,
+        lane_input: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """(B, P, W) from prompt ids (B, P), uint8 images (B, K*T, H, W, 3) and, for a model
-        with a numeric ego encoder, the ego history (B, num_history, 6) it encodes;
-        `visual_out` collects each sample's visual tokens (K*T, G, W)."""
+        with a numeric ego encoder, the ego history (B, num_history, 6) it encodes (and the
+        (B, 2) lane pose, NaN: unknown, for an encoder that reads it); `visual_out` collects
+        each sample's visual tokens (K*T, G, W)."""
         m = self.model
         span = self.template.ego_span
         if span is not None and ego_history is None:
@@ -124,6 +126,8 @@ class SASDModule(nn.Module):
             if visual_out is not None:
                 visual_out.append(visual)
             ego = {} if span is None else {"ego_span": span, "ego_history": ego_history[b]}
+            if span is not None and lane_input is not None:
+                ego["lane_pose"] = lane_input[b]
             rows.append(m.embed_prompt(prompt_ids[b], self.template.image_spans, visual, **ego))
         return torch.cat(rows)
 
@@ -136,11 +140,12 @@ class SASDModule(nn.Module):
         recorder: KVRecorder | None = None,
         ego_history: torch.Tensor | None = None,  # (B, num_history, 6)
         visual_out: list[torch.Tensor] | None = None,
+        lane_input: torch.Tensor | None = None,  # (B, 2) the encoder's lane pose
     ) -> torch.Tensor:
         """Final-norm hidden states (B, S, W) of the two-stream sequence; `recorder` keeps
         the K/V of some layers, `visual_out` collects the visual tokens."""
         B = answer_ids.shape[0]
-        prompt = self.prompt_embeds(prompt_ids, images, ego_history, visual_out)  # (B, P, W)
+        prompt = self.prompt_embeds(prompt_ids, images, ego_history, visual_out, lane_input)
         answers = torch.cat([answer_ids[:, None], noisy_ids], dim=1).reshape(B, -1)
         embeds = torch.cat([prompt, self.model.embed(answers)], dim=1)  # (B, S, W)
         _, hidden = self.model.decoder(
@@ -165,12 +170,13 @@ class SASDModule(nn.Module):
         flow_tau: torch.Tensor | None = None,  # (FLOW_SAMPLES·B,)
         ego_history: torch.Tensor | None = None,  # (B, num_history, 6) the ego encoder's input
         lane_pose: torch.Tensor | None = None,  # (B, 2) the probe's targets, NaN: none
+        lane_input: torch.Tensor | None = None,  # (B, 2) the ego encoder's lane pose
     ) -> dict[str, torch.Tensor]:
         B, P, A = answer_ids.shape[0], self.prompt_len, self.answer_len
         recorder = KVRecorder(self.read_layers) if self.flow_head is not None else None
         visual: list[torch.Tensor] | None = [] if self.lane_head is not None else None
         hidden = self.hidden_states(
-            prompt_ids, answer_ids, images, noisy_ids, recorder, ego_history, visual
+            prompt_ids, answer_ids, images, noisy_ids, recorder, ego_history, visual, lane_input
         )  # (B, S, W)
         lm_head = self.model.decoder.lm_head
         # AR: editable position a from the clean stream's hidden state at P - 1 + a

@@ -79,12 +79,14 @@ class Recipe:
         trajectory_head: str = "tokens",
         ego_tokens: int = 0,
         vision_grid: tuple[int, int] | None = None,
+        ego_lane_pose: bool = False,
     ) -> Recipe:
         """`frame_period_s`: the training frames' spacing, recorded in config.json (the
         runtime refuses a frame window of another spacing). `trajectory_head`: `tokens` or
         `flow` (docs/ALGORITHMS.md §7.1; `with_flow_statistics` sets its normalisation).
         `ego_tokens` > 0: a numeric ego encoder fills that many prompt slots with the ego
-        history instead of writing it as digits (model/ego.py). `vision_grid`: (rows, cols)
+        history instead of writing it as digits (model/ego.py); `ego_lane_pose`: the
+        encoder also reads the lane pose at t0. `vision_grid`: (rows, cols)
         of visual tokens per image instead of the arch's (the same encoder, pooled finer or
         coarser)."""
         if arch not in ARCHS:
@@ -108,7 +110,9 @@ class Recipe:
             frame_slot_embedding=not streamable,
             frame_period_s=frame_period_s,
             trajectory_head=trajectory_head,
-            ego_encoder=EgoEncoderConfig(tokens=ego_tokens, rows=schema.num_history)
+            ego_encoder=EgoEncoderConfig(
+                tokens=ego_tokens, rows=schema.num_history, lane_pose=ego_lane_pose
+            )
             if ego_tokens
             else None,
         )

@@ -30,7 +30,7 @@ from torch.utils.data import DistributedSampler
 from tqdm import tqdm
 
 from blockplan.errors import UserError
-from blockplan.model.ego import NUM_COLUMNS
+from blockplan.model.ego import LANE_INPUTS, NUM_COLUMNS
 from blockplan.model.planner_model import PlannerModel
 from blockplan.model.vision import resample_cells
 from blockplan.train.checkpoint import MODEL_DIR, load_checkpoint, save_checkpoint
@@ -76,6 +76,9 @@ class TrainConfig:
     # Weight of the training-only lane-pose probe's loss next to the planner's (0 = no probe;
     # train/objective.py). Validation's `val/loss`, which picks `best`, stays the planner's.
     lane_pose_weight: float = 0.0
+    # Share of samples whose lane pose an ego encoder that reads it sees as unknown (so the
+    # model also plans without localisation); drawn per sample from the step's stream.
+    lane_pose_dropout: float = 0.25
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1:
@@ -89,6 +92,8 @@ class TrainConfig:
             )
         if not self.lane_pose_weight >= 0:
             raise TrainError(f"lane_pose_weight={self.lane_pose_weight} must be >= 0")
+        if not 0 <= self.lane_pose_dropout <= 1:
+            raise TrainError(f"lane_pose_dropout={self.lane_pose_dropout} must be in [0, 1]")
 
     def lr_at(self, step: int) -> float:
         """Linear warm-up to `lr`, then cosine decay to `min_lr_ratio`·lr at `steps`."""
@@ -150,7 +155,7 @@ def make_optimizer(module: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95))
 
 
-EGO_INPUT = "ego_encoder.net.0.weight"  # the encoder's input layer, (hidden, rows * 6)
+EGO_INPUT = "ego_encoder.net.0.weight"  # the encoder's input layer, (hidden, rows * 6 [+ 3])
 CELL_EMBED = "visual.cell_embed.weight"  # (tokens per image, width), row-major grid cells
 
 
@@ -159,6 +164,12 @@ def widen_rows(weight: torch.Tensor, extra: int) -> torch.Tensor:
     first in the flattened input) at zero weight."""
     zeros = weight.new_zeros(weight.shape[0], extra * NUM_COLUMNS)
     return torch.cat([zeros, weight], dim=1)
+
+
+def add_lane_inputs(weight: torch.Tensor) -> torch.Tensor:
+    """The input weights of an encoder without the lane pose for one that reads it (its
+    inputs come last) at zero weight: the model first computes what it did."""
+    return torch.cat([weight, weight.new_zeros(weight.shape[0], LANE_INPUTS)], dim=1)
 
 
 class Trainer:
@@ -184,11 +195,14 @@ class Trainer:
         self.module = SASDModule(self.model, recipe, lane_probe=probe).to(self.ctx.device)
         self.optimizer = make_optimizer(self.module, config)
         self.step, self.best_val = 0, math.inf
-        if probe and not np.isfinite(train_set.lane_pose).all(axis=1).any():
-            raise TrainError(
-                "lane_pose_weight > 0 but no training sample records its lane pose (a data set "
-                "written by `blockplan dataset` before the lane pose was recorded: regenerate it)"
-            )
+        encoder = recipe.model_config.ego_encoder
+        self.lane_input = encoder is not None and encoder.lane_pose
+        for needed, what in ((probe, "lane_pose_weight > 0"), (self.lane_input, "ego_lane_pose")):
+            if needed and not np.isfinite(train_set.lane_pose).all(axis=1).any():
+                raise TrainError(
+                    f"{what} but no training sample records its lane pose (a data set written "
+                    "by `blockplan dataset` before the lane pose was recorded: regenerate it)"
+                )
         self.pool = epoch_pool(
             train_set.future_xy, train_set.episode, config.lateral_share, config.lateral_threshold_m
         )
@@ -255,6 +269,18 @@ class Trainer:
         # rows' input weights start at zero, so the model first computes what it did.
         state = source.state_dict() if isinstance(source, PlannerModel) else {}
         theirs = source.config.ego_encoder if isinstance(source, PlannerModel) else None
+        # An encoder folder without the lane pose can start a run whose encoder reads it:
+        # its inputs start at zero weight, the same way.
+        if (
+            theirs is not None
+            and mine.ego_encoder is not None
+            and mine.ego_encoder.lane_pose
+            and not theirs.lane_pose
+        ):
+            mine = dataclasses.replace(
+                mine, ego_encoder=dataclasses.replace(mine.ego_encoder, lane_pose=False)
+            )
+            state = dict(state) | {EGO_INPUT: add_lane_inputs(state[EGO_INPUT])}
         if theirs is not None and mine.ego_encoder is not None:
             extra = mine.ego_encoder.rows - theirs.rows
             if extra > 0 and dataclasses.replace(mine.ego_encoder, rows=theirs.rows) == theirs:
@@ -328,6 +354,10 @@ class Trainer:
             batch["flow_noise"], batch["flow_tau"] = torch.from_numpy(x0), torch.from_numpy(tau)
             future = data.future_xy[np.asarray(indices, dtype=np.int64)]
             batch["future_xy"] = torch.from_numpy(future.astype(np.float32))
+        if self.lane_input:  # after the other draws: runs without it draw as before
+            pose = data.lane_pose[np.asarray(indices, dtype=np.int64)].astype(np.float64)
+            pose[rng.random(len(indices)) < self.config.lane_pose_dropout] = np.nan
+            batch["lane_input"] = torch.from_numpy(pose)
         return {k: v.to(self.ctx.device) for k, v in batch.items()}
 
     def train_step(self, runner: nn.Module) -> dict[str, float]:
