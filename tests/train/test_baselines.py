@@ -15,3 +15,18 @@ def test_ego_mlp_fits_speed_to_waypoints(recipe, dataset_dir):
     pred = mlp.predict(data)
     assert pred.shape == (len(data), 5, 2)
     assert np.abs(pred - data.future_xy[:, 3::4]).mean() < 1.0
+
+
+def test_the_lane_pose_mlp_reads_the_pose_and_a_known_flag(recipe, dataset_dir):
+    from blockplan.train.baselines import ego_features
+
+    data = load_shards(dataset_dir, "train", recipe, with_images=False)
+    plain = ego_features(data, len(recipe.schema.route_commands))
+    lane = ego_features(data, len(recipe.schema.route_commands), lane_pose=True)
+    np.testing.assert_array_equal(lane[:, : plain.shape[1]], plain)
+    np.testing.assert_allclose(lane[:, -3:-1], data.lane_pose)
+    assert (lane[:, -1] == 1).all()
+    data.lane_pose[0] = np.nan  # unknown: zeros and the flag down
+    assert list(ego_features(data, len(recipe.schema.route_commands), True)[0, -3:]) == [0, 0, 0]
+    mlp = EgoMLP.fit(data, len(recipe.schema.route_commands), hidden=8, steps=5, lane_pose=True)
+    assert mlp.predict(data).shape == (len(data), 5, 2)

@@ -2,7 +2,9 @@
 
 * constant velocity: the ego keeps its ego-frame velocity at t0 for 5 s;
 * ego-status MLP: an MLP from the ego history rows and the route command (no images) to the
-  five waypoints, fitted on the training split — known to be strong open loop, the bar.
+  five waypoints, fitted on the training split — known to be strong open loop, the bar;
+  with `lane_pose`, it also reads the lane pose at t0 (what a model trained with
+  `--ego-lane-pose` gets besides the images), the fair bar for such a model.
 """
 
 from __future__ import annotations
@@ -37,11 +39,16 @@ def constant_velocity(data: Examples) -> np.ndarray:
     return WAYPOINT_TIMES_S[None, :, None] * data.velocity[:, None, :]
 
 
-def ego_features(data: Examples, num_commands: int) -> np.ndarray:
-    """(N, F): the flattened ego history and a one-hot route command."""
+def ego_features(data: Examples, num_commands: int, lane_pose: bool = False) -> np.ndarray:
+    """(N, F): the flattened ego history and a one-hot route command; with `lane_pose`, the
+    lane pose too (zeros where unknown) and a known flag."""
     history = data.ego_history.reshape(len(data), -1)
     command = np.eye(num_commands)[data.command]
-    return np.concatenate([history, command], axis=-1)
+    parts = [history, command]
+    if lane_pose:
+        known = np.isfinite(data.lane_pose).all(axis=1, keepdims=True)
+        parts += [np.where(known, data.lane_pose, 0.0), known.astype(np.float64)]
+    return np.concatenate(parts, axis=-1)
 
 
 @dataclass
@@ -52,6 +59,7 @@ class EgoMLP:
     mean: np.ndarray
     std: np.ndarray
     num_commands: int
+    lane_pose: bool = False
 
     @classmethod
     def fit(
@@ -62,9 +70,10 @@ class EgoMLP:
         steps: int = 2000,
         lr: float = 1e-3,
         seed: int = 0,
+        lane_pose: bool = False,
     ) -> EgoMLP:
         """Full-batch AdamW on the L2 loss of the waypoints of `data`."""
-        x = ego_features(data, num_commands)
+        x = ego_features(data, num_commands, lane_pose)
         mean, std = x.mean(0), x.std(0) + 1e-6
         y = data.future_xy[:, WAYPOINT_INDEX].reshape(len(data), -1)  # (N, 10)
         torch.manual_seed(seed)
@@ -84,11 +93,12 @@ class EgoMLP:
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-        return cls(net.eval(), mean, std, num_commands)
+        return cls(net.eval(), mean, std, num_commands, lane_pose)
 
     @torch.no_grad()
     def predict(self, data: Examples) -> np.ndarray:
         """(N, 5, 2) waypoints."""
-        x = torch.from_numpy((ego_features(data, self.num_commands) - self.mean) / self.std)
+        x = ego_features(data, self.num_commands, self.lane_pose)
+        x = torch.from_numpy((x - self.mean) / self.std)
         with single_thread():
             return self.net(x).numpy().reshape(len(data), 5, 2)
