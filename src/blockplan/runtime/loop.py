@@ -1,9 +1,8 @@
 """The fixed-rate control loop (docs/DESIGN.md §5), ROS-free.
 
 Inputs arrive through `on_frame`, `on_odometry`, `on_route_command`, `on_lane_pose` and
-`on_invalid_input`
-(from subscription callbacks live, from the bag in replay). A timer calls `tick()` at
-`control.rate_hz`; every tick publishes, whatever inference costs:
+`on_invalid_input` (from subscription callbacks live, from the bag in replay). A timer calls
+`tick()` at `control.rate_hz`; every tick publishes, whatever inference costs:
 
 1. snapshot the frame window and the ego history at now;
 2. collect finished plans; if the worker is idle and the window is usable under the stale
@@ -94,9 +93,10 @@ class PlannerRuntime:
         self.fallback = Fallback(config.fallback, config.trajectory, config.comfort)
         self.period_ns = seconds_to_ns(1.0 / config.control.rate_hz)
         self.route_command = DEFAULT_ROUTE_COMMAND
-        # (stamp, (offset, heading error)) of the recent lane poses, oldest first; only a
-        # planner whose ego encoder reads them is given one (model/ego.py).
-        self.lane_poses: deque[tuple[int, tuple[float, float]]] = deque(maxlen=64)
+        # (stamp, (offset, heading error)) of the recent lane poses, oldest first (256: over
+        # max_lane_pose_age_s even at 1 kHz); only a planner whose ego encoder reads them is
+        # given one (model/ego.py).
+        self.lane_poses: deque[tuple[int, tuple[float, float]]] = deque(maxlen=256)
         self.reads_lane_pose = bool(getattr(planner, "reads_lane_pose", False))
         self.epoch = 0
         self.newest: AcceptedPlan | None = None
