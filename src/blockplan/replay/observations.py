@@ -3,8 +3,9 @@
 `bag_observations` replays the bag in ideal timing (a plan requested at every tick) with a
 planner that only records what it is asked: each request's `Observation`, exactly as the
 runtime assembled it from its buffers (the frame window, the ego history over `schema`'s
-span, the route command, the lane pose when asked for). What a planner sees on a real sequence at the control rate, for
-benchmarks (`blockplan bench --bag`) and for train/serve parity tests.
+span, the route command, the lane pose when asked for). What a planner sees on a real
+sequence at the control rate, for benchmarks (`blockplan bench --bag`) and for train/serve
+parity tests.
 """
 
 from __future__ import annotations
