@@ -71,12 +71,15 @@ def test_a_demonstration_bag_reads_back_step_for_step(reach, tmp_path):
         np.testing.assert_array_equal(back.frames[t, 0], demo.frames[held]["front"])
         np.testing.assert_array_equal(back.frames[t, 1], demo.frames[held]["wrist"])
     assert back.info["seed"] == 4 and back.info["task"] == "reach"
-    # the simulator's ground truth for the training-only probe: the goal where Meta-World
-    # put it, the object where it lies, step for step
+    # the simulator's ground truth for the scene targets: the goal where Meta-World put
+    # it, the object where it lies, the hand where it is, step for step
     assert types["/sim/goal/position"] == "geometry_msgs/msg/PointStamped"
     np.testing.assert_allclose(back.scene, demo.scene, atol=1e-12)
-    np.testing.assert_allclose(back.scene[:, 3:], np.tile(reach.env._target_pos, (20, 1)))
-    np.testing.assert_allclose(back.scene[0, :3], reach.reset(4).state[4:7])
+    assert types["/sim/hand/position"] == "geometry_msgs/msg/PointStamped"
+    np.testing.assert_allclose(back.scene[:, 3:6], np.tile(reach.env._target_pos, (20, 1)))
+    start = reach.reset(4).state
+    np.testing.assert_allclose(back.scene[0, :3], start[4:7])
+    np.testing.assert_allclose(back.scene[0, 6:], start[:3])  # the hand
 
 
 def test_robot_demos_resume_and_build_a_data_set_split_by_seed(tmp_path):
@@ -95,7 +98,7 @@ def test_robot_demos_resume_and_build_a_data_set_split_by_seed(tmp_path):
     assert [e["task"] for e in manifest["episodes"]] == ["reach/seed_0", "reach/seed_100000"]
     train = episodes_of(dataset, "train")
     assert len(train) == 1 and train[0]["frames"].shape[1:] == (2, 16, 16, 3)
-    assert train[0]["scene"].shape == (manifest["episodes"][0]["num_steps"], 6)
+    assert train[0]["scene"].shape == (manifest["episodes"][0]["num_steps"], 9)
     assert json.loads((dataset / "counts.json").read_text())["failed"] == {}
 
 

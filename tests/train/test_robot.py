@@ -261,3 +261,100 @@ def test_the_scene_probe_trains_the_vision_tower_in_both_phases(data, tmp_path, 
     examples.scene[:] = np.nan  # bags recorded before the scene topics
     with pytest.raises(TrainError, match="scene"):
         RobotTrainer(recipe, examples, tmp_path / "y", RobotTrainConfig(1, 1, scene_weight=1))
+
+
+def test_the_scene_token_reads_out_the_scene_and_feeds_it_to_the_decoder(data, tmp_path, capsys):
+    """`--vision-scene-token`: each image's scene head regresses the object, goal and hand
+    positions and its embedding is one more visual token. The scene loss trains the head
+    (through the tower), the policy's loss reaches the head through the token, the serving
+    path computes the same tokens as training, and the folder keeps the head (it plans)."""
+    from blockplan.model.weights import load_pretrained, read_state_dict
+    from blockplan.train.robot_trainer import RobotTrainConfig, RobotTrainer
+    from blockplan.train.trainer import TrainError
+
+    plain = RobotRecipe.build("robot-test", data, horizon=3, num_bins=16)
+    recipe = RobotRecipe.build("robot-test", data, horizon=3, num_bins=16, scene_token=True)
+    mc = recipe.model_config
+    assert mc.vision.scene == 9 and mc.tokens_per_image == plain.model_config.tokens_per_image + 1
+    assert "scene" not in plain.model_config.to_dict()["vision_config"]
+    torch.manual_seed(0)
+    model = PlannerModel(mc)
+    module = ChunkDiffusionModule(model, recipe, "bidirectional", scene_probe=True)
+    assert module.scene_head is None  # the model's own head, no training-only probe
+    examples = load_robot_examples(data, "train", recipe)
+    trainer = RobotTrainer(
+        recipe, examples, tmp_path / "x", RobotTrainConfig(1, 1, batch_size=2, scene_weight=1)
+    )
+    batch = trainer.inputs(examples, [0, 1], np.random.default_rng(0), forcing=False)
+    out = module.diffusion_loss(batch)
+    out["scene"].backward(retain_graph=True)
+    head = model.visual.encoder.scene_head[0].weight
+    assert head.grad.abs().sum() > 0 and model.visual.encoder.scene_embed.weight.grad is None
+    model.zero_grad()
+    module.diffusion_loss(batch)["loss"].backward()  # the policy's loss reads the token
+    assert model.visual.encoder.scene_embed.weight.grad.abs().sum() > 0
+    assert head.grad.abs().sum() > 0
+
+    # serving (no scene_out) computes the very tokens training does; the last one is the scene's
+    pixels = model.visual.preprocess(torch.from_numpy(examples.images[0]))
+    with torch.no_grad():
+        scene: list[torch.Tensor] = []
+        trained = model.visual(pixels, scene_out=scene)
+        served = model.visual(pixels)
+        torch.testing.assert_close(served, trained, rtol=0, atol=0)
+        assert scene[0].shape == (pixels.shape[0], 9)
+        model.visual.encoder.scene_head[2].bias.add_(1.0)
+        moved = model.visual(pixels)
+    assert not torch.equal(moved[:, -1], served[:, -1])
+    torch.testing.assert_close(moved[:, :-1], served[:, :-1], rtol=0, atol=0)
+
+    with pytest.raises(TrainError, match="--scene-weight"):
+        RobotTrainer(recipe, examples, tmp_path / "y", RobotTrainConfig(1, 1, scene_weight=0))
+
+    run = tmp_path / "run"
+    argv = ["train", "--embodiment", "robot", "--data", str(data), "--out", str(run)]
+    argv += ["--arch", "robot-test", "--steps", "2", "--teacher-steps", "2", "--batch-size", "4"]
+    argv += ["--horizon", "3", "--bins", "16", "--log-every", "1", "--num-threads", "1"]
+    argv += ["--device", "cpu", "--eval-samples", "0", "--val-samples", "4"]
+    assert main([*argv, "--vision-scene-token"]) == 2  # without the loss: refused
+    assert "--scene-weight" in capsys.readouterr().err
+    assert main([*argv, "--vision-scene-token", "--scene-weight", "0.5"]) == 0
+    capsys.readouterr()
+    assert "--vision-scene-token" in (run / "best" / "MODEL_CARD.md").read_text()
+    assert any(k.startswith("visual.encoder.scene_head.") for k in read_state_dict(run / "best"))
+    assert load_pretrained(run / "best").config.vision.scene == 9
+    config = robot_config(None, ("front", "wrist"), 1)
+    planner = Planner.from_folder(run / "best", config)
+    frames = planner.format.synthetic(config, 0).frames
+    obs = RobotObservation(0, frames, examples.proprio[0], str(examples.instruction[0]))
+    assert planner.plan(obs).actions.shape == (3, 3)
+
+    # the exported graphs (ONNX Runtime) compute the scene token too: the same actions
+    argv = ["bench", "--model", str(run / "best"), "--backend", "torch,onnxruntime"]
+    argv += ["--iters", "1", "--warmup", "0", "--strategies", "pipelined,section_diffusion"]
+    assert main([*argv, "--no-compute-floor", "--threads", "1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["identical_tokens_fraction"]["onnxruntime"] == {
+        "pipelined": 1.0,
+        "section_diffusion": 1.0,
+    }
+
+
+def test_scene_targets_without_the_hand_read_as_unknown(tmp_path):
+    """Shards recorded before the hand (6 columns) load with the hand NaN, and the scene
+    loss counts only the known values."""
+    from blockplan.train.probe import probe_loss
+    from blockplan.train.robot_data import full_scene
+
+    old = np.arange(12, dtype=np.float32).reshape(2, 6)
+    full = full_scene(old)
+    assert full.shape == (2, 9) and np.isnan(full[:, 6:]).all()
+    np.testing.assert_array_equal(full[:, :6], old)
+    with pytest.raises(RobotDataError, match="scene"):
+        full_scene(np.zeros((2, 5)))
+    predicted = torch.zeros(2, 9, requires_grad=True)
+    target = torch.from_numpy(full)
+    loss = probe_loss(predicted, target)
+    assert float(loss.detach()) == pytest.approx(float((target[:, :6] ** 2).mean()))
+    loss.backward()
+    assert predicted.grad[:, 6:].abs().sum() == 0

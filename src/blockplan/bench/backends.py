@@ -21,7 +21,6 @@ from blockplan.bench.decoding import (
     summarize,
 )
 from blockplan.planner.planner import Planner
-from blockplan.planner.synthetic import synthetic_observation
 
 
 def run_backend_bench(
@@ -37,10 +36,8 @@ def run_backend_bench(
     names = list(planners)
     reference = planners[names[0]]
     runners = {(b, s): strategy_runner(planners[b], s) for b in names for s in strategies}
-    inputs = [
-        synthetic_observation(reference.config, seed + i, schema=reference.schema)
-        for i in range(warmup + iters)
-    ]
+    # the embodiment's own synthetic inputs (a robot model gets joints and an instruction)
+    inputs = [reference.format.synthetic(reference.config, seed + i) for i in range(warmup + iters)]
     runs: dict[tuple[str, str], list[Run]] = {key: [] for key in runners}
     for i, obs in enumerate(inputs):
         say(f"bench backends: round {i + 1}/{len(inputs)}" + (" (warm-up)" if i < warmup else ""))
@@ -51,7 +48,6 @@ def run_backend_bench(
                 if i >= warmup:
                     runs[(backend, strategy)].append(run)
     A = len(reference.scaffold)
-    trajectory = reference.scaffold.section("trajectory")
     report: dict[str, Any] = {
         "model": model_summary(reference, iters, warmup),
         "reference_backend": names[0],
@@ -62,8 +58,10 @@ def run_backend_bench(
     for backend in names:
         per: dict[str, Any] = {}
         for strategy in strategies:
-            n = reference.cache.max_batch if strategy == "rollouts" else 1
-            tokens = A + (n - 1) * (trajectory.end - trajectory.start)
+            tokens = A
+            if strategy == "rollouts":  # the N - 1 more trajectories (driving only)
+                trajectory = reference.scaffold.section("trajectory")
+                tokens += (reference.cache.max_batch - 1) * (trajectory.end - trajectory.start)
             per[strategy] = summarize(runs[(backend, strategy)], float(tokens))
         report["backends"][backend] = per
     for backend in names[1:]:

@@ -174,12 +174,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "docs/ALGORITHMS.md §8.1)",
     )
     robot.add_argument(
+        "--vision-scene-token",
+        action="store_true",
+        help="a scene head per image that regresses the object's, the goal's and the hand's "
+        "positions (trained with --scene-weight) and feeds them to the decoder as one more "
+        "visual token (docs/ALGORITHMS.md §8.3)",
+    )
+    robot.add_argument(
         "--scene-weight",
         type=float,
         default=0.0,
-        help="weight of a training-only probe that reads the object's and the goal's positions "
-        "from the newest visual tokens (needs bags with the /sim/*/position topics; 0: off; "
-        "docs/ALGORITHMS.md §8.2)",
+        help="weight of the scene loss: the object's, the goal's and the hand's positions, "
+        "regressed by the scene token's head (--vision-scene-token, docs/ALGORITHMS.md §8.3) "
+        "or else by a training-only probe on the newest visual tokens (§8.2); needs bags "
+        "with the /sim/*/position topics; 0: off",
     )
     robot.add_argument(
         "--eval-samples",
@@ -347,6 +355,7 @@ def run_robot(args: argparse.Namespace) -> int:
                 instruction_budget=args.instruction_budget,
                 quantile=args.range_quantile,
                 keypoints=args.vision_keypoints,
+                scene_token=args.vision_scene_token,
             )
         train_set = load_robot_examples(args.data, "train", recipe)
         try:
@@ -396,6 +405,7 @@ def _check_recipe_flags(args: argparse.Namespace, recipe) -> None:
         "--num-frames": (args.num_frames, mc.num_frames, None),
         "--instruction-budget": (args.instruction_budget, schema.instruction_budget, 16),
         "--vision-keypoints": (args.vision_keypoints, mc.vision.keypoints, 0),
+        "--vision-scene-token": (args.vision_scene_token, bool(mc.vision.scene), False),
     }
     for flag, (value, theirs, default) in asked.items():
         if value != default and value != theirs:
@@ -454,4 +464,6 @@ def _robot_command(args: argparse.Namespace, arch: str, config, recipe) -> str:
     ]
     if mc.vision.keypoints:
         parts += ["--vision-keypoints", mc.vision.keypoints]
+    if mc.vision.scene:
+        parts.append("--vision-scene-token")
     return " ".join(shlex.quote(str(p)) for p in parts)

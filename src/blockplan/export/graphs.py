@@ -60,9 +60,8 @@ class VisionFrame(nn.Module):
         t = self.tower
         features, found = t.encoder.features(image)  # (1, C, fh, fw)
         pooled = torch.einsum("gh,nchw,kw->ncgk", self.pool_rows, features, self.pool_cols)
-        encoded = pooled.flatten(2).transpose(1, 2)  # (1, cells, C) row-major
-        if found is not None:  # the keypoint token after the cells
-            encoded = torch.cat([encoded, t.encoder.keypoint_token(found)], dim=1)
+        grid = pooled.flatten(2).transpose(1, 2)  # (1, cells, C) row-major
+        encoded, _ = t.encoder.extend(grid, found)  # then the keypoint and scene tokens
         tokens = t.projector(encoded)  # (1, G, Hd)
         cells = t.cell_embed.weight  # (G, Hd)
         identity = t.camera_embed(camera_index)  # (1, Hd)

@@ -19,6 +19,8 @@ from torch import nn
 
 from blockplan.model.config import ModelConfigError
 
+SCENE_HIDDEN = 256  # the scene head's hidden width
+
 
 class VisionEncoder(Protocol):
     """Any image encoder: (N, 3, H, W) float images → (N, tokens_per_image, feature_dim)."""
@@ -38,6 +40,10 @@ class VisionConfig:
     # Spatial-softmax keypoints: K learned feature maps → their expected (x, y) image
     # positions, as one more token per image (0: none). See SmallCNN.
     keypoints: int = 0
+    # The scene token: a head regresses `scene` numbers per image (what training's scene
+    # targets say: e.g. the object's, the goal's and the hand's positions), and their
+    # embedding is one more token per image, after the keypoint token (0: none). See SmallCNN.
+    scene: int = 0
 
     def __post_init__(self) -> None:
         if self.image_height < 8 or self.image_width < 8:
@@ -50,11 +56,13 @@ class VisionConfig:
             raise ModelConfigError(f"vision.grid={self.grid!r}: must be positive")
         if self.keypoints < 0:
             raise ModelConfigError(f"vision.keypoints={self.keypoints}: must be >= 0")
+        if self.scene < 0:
+            raise ModelConfigError(f"vision.scene={self.scene}: must be >= 0")
 
     @property
     def tokens_per_image(self) -> int:
-        """The grid's cells, then the keypoint token when there is one."""
-        return self.grid[0] * self.grid[1] + (1 if self.keypoints else 0)
+        """The grid's cells, then the keypoint token and the scene token where there are."""
+        return self.grid[0] * self.grid[1] + (1 if self.keypoints else 0) + (1 if self.scene else 0)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> VisionConfig:
@@ -66,8 +74,9 @@ class VisionConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["channels"], d["grid"] = list(self.channels), list(self.grid)
-        if not self.keypoints:  # folders without keypoints keep their config.json as it was
-            del d["keypoints"]
+        for key in ("keypoints", "scene"):  # folders without them keep their config.json
+            if not d[key]:
+                del d[key]
         return d
 
 
@@ -101,6 +110,12 @@ class SmallCNN(nn.Module):
     K expected (x, y) positions in [-1, 1] become one more token, after the grid's. Average
     pooling keeps *what* a cell holds but not *where* in the cell it is (a 4×4 grid of a
     64×64 image is 16 pixels a cell); the expected positions carry where, below a pixel.
+
+    With `scene` n > 0 it also *says* where things are (docs/ALGORITHMS.md §8.3): an MLP reads
+    the pooled grid (and the keypoint positions) and regresses n numbers — training supervises
+    them with the simulator's object, goal and hand positions — and a linear embedding of
+    those numbers is the last token. The decoder then finds the scene's geometry in one
+    token as coordinates, instead of having to learn to decode it from the grid.
     """
 
     def __init__(self, config: VisionConfig) -> None:
@@ -123,6 +138,14 @@ class SmallCNN(nn.Module):
             self.keypoint_conv = nn.Conv2d(widths[self.keypoint_stage], config.keypoints, 1)
             self.keypoint_log_temperature = nn.Parameter(torch.zeros(()))
             self.keypoint_proj = nn.Linear(2 * config.keypoints, in_ch)
+        self.num_scene = config.scene
+        if config.scene:
+            cells = config.grid[0] * config.grid[1]
+            reads = cells * in_ch + 2 * config.keypoints
+            self.scene_head = nn.Sequential(
+                nn.Linear(reads, SCENE_HIDDEN), nn.GELU(), nn.Linear(SCENE_HIDDEN, config.scene)
+            )
+            self.scene_embed = nn.Linear(config.scene, in_ch)
 
     def features(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The last stage's features (N, C, fh, fw) and, with keypoints, those of the stage
@@ -147,16 +170,30 @@ class SmallCNN(nn.Module):
         cy = ys.repeat_interleave(w)
         return torch.cat([weights @ cx[:, None], weights @ cy[:, None]], dim=-1)  # (N, K, 2)
 
-    def keypoint_token(self, features: torch.Tensor) -> torch.Tensor:
-        """(N, C', h, w) features → the keypoint token (N, 1, C)."""
-        return self.keypoint_proj(self.keypoint_positions(features).flatten(1))[:, None]
-
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.tokens_and_scene(images)[0]
+
+    def tokens_and_scene(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(N, 3, H, W) → the tokens (N, G', C) and, with a scene head, its numbers (N, n)."""
         last, found = self.features(images)
         tokens = self.pool(last).flatten(2).transpose(1, 2)  # (N, gh*gw, C), row-major cells
-        if found is None:
-            return tokens
-        return torch.cat([tokens, self.keypoint_token(found)], dim=1)  # (N, G + 1, C)
+        return self.extend(tokens, found)
+
+    def extend(
+        self, cells: torch.Tensor, found: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The grid's tokens (N, gh*gw, C) and the keypoint stage's features (None without
+        keypoints) → every token (N, G', C): the cells, the keypoint token, the scene token;
+        and the scene head's numbers (N, n) (None without one)."""
+        parts, scene = [cells], None
+        points = None if found is None else self.keypoint_positions(found).flatten(1)
+        if points is not None:
+            parts.append(self.keypoint_proj(points)[:, None])
+        if self.num_scene:
+            reads = cells.flatten(1) if points is None else torch.cat([cells.flatten(1), points], 1)
+            scene = self.scene_head(reads)  # (N, n)
+            parts.append(self.scene_embed(scene)[:, None])
+        return (torch.cat(parts, dim=1) if len(parts) > 1 else cells), scene
 
 
 class VisionTower(nn.Module):
@@ -191,12 +228,24 @@ class VisionTower(nn.Module):
             x = F.interpolate(x, size=size, mode="bilinear", antialias=True, align_corners=False)
         return x * 2.0 - 1.0
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """images (K*T, 3, H, W) view-major → visual tokens (K*T, tokens_per_image, width)."""
+    def forward(
+        self, images: torch.Tensor, scene_out: list[torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """images (K*T, 3, H, W) view-major → visual tokens (K*T, tokens_per_image, width);
+        `scene_out` (models with a scene token) collects the scene head's numbers (K*T, n)."""
         K, T = self.num_cameras, self.num_frames
         if images.shape[0] != K * T:
             raise ValueError(f"VisionTower: {images.shape[0]} images, expected {K}x{T}")
-        tokens = self.project(images)  # (K*T, G, W)
+        if scene_out is None:
+            tokens = self.project(images)  # (K*T, G, W)
+        else:
+            features, scene = self.encoder.tokens_and_scene(
+                images.to(self.camera_embed.weight.dtype)
+            )
+            if scene is None:
+                raise ValueError("VisionTower: scene_out asked of a model without a scene token")
+            scene_out.append(scene)
+            tokens = self.projector(features)
         camera = torch.arange(K, device=tokens.device).repeat_interleave(T)  # k = i // T
         frame = torch.arange(T, device=tokens.device).repeat(K)  # t = i % T
         return self.add_identity(tokens, camera, frame)

@@ -51,7 +51,7 @@ CONTROL_PERIOD_S = 0.0125  # one env step: frame_skip 5 × 2.5 ms
 GOAL_MARKER_RADIUS_M = 0.02
 # Meta-World's 39-d state: hand (3), gripper (1), object 1 position (3) and quaternion (4),
 # object 2 (7), the previous step's 18, the goal position (3)
-SCENE_OBJECT, SCENE_GOAL = slice(4, 7), slice(36, 39)
+SCENE_HAND, SCENE_OBJECT, SCENE_GOAL = slice(0, 3), slice(4, 7), slice(36, 39)
 MAX_STEPS = 500  # Meta-World's max_path_length
 
 
@@ -227,14 +227,15 @@ class Demonstration:
     frames: dict[int, dict[str, np.ndarray]]  # step -> camera -> image (rendered steps only)
     success: bool
     success_step: int | None
-    # (T, 6) the object's and the goal's positions (world, m) per step, from the simulator's
-    # state: privileged, recorded for training-only probes (None: not recorded)
+    # (T, 9) the object's, the goal's and the hand's positions (world, m) per step, from the
+    # simulator's state: privileged, recorded as training targets (None: not recorded)
     scene: np.ndarray | None = None
 
 
 def scene_of(state: np.ndarray) -> np.ndarray:
-    """(6,) object position and goal position from Meta-World's 39-d state."""
-    return np.concatenate([state[SCENE_OBJECT], state[SCENE_GOAL]]).astype(np.float64)
+    """(9,) the object's, the goal's and the hand's positions from Meta-World's 39-d state."""
+    parts = (state[SCENE_OBJECT], state[SCENE_GOAL], state[SCENE_HAND])
+    return np.concatenate(parts).astype(np.float64)
 
 
 def run_expert(

@@ -11,10 +11,11 @@ One bag per episode (mcap), stamps `start_ns` + step · CONTROL_PERIOD_S:
     /gripper/command                  std_msgs/Float64        action[3] (−1 open … 1 closed)
     /episode/info                     std_msgs/String         JSON {task, seed, success,
                                       success_step, render_every, ...}, at the end
-    /sim/object/position              geometry_msgs/PointStamped   the object's and the goal's
-    /sim/goal/position                positions in `world`, every control step: the simulator's
-                                      ground truth (as a motion-capture system would publish
-                                      it), for training-only probes; optional
+    /sim/object/position              geometry_msgs/PointStamped   the object's, the goal's
+    /sim/goal/position                and the hand's positions in `world`, every control step:
+    /sim/hand/position                the simulator's ground truth (as a motion-capture system
+                                      would publish it), for the scene targets of training;
+                                      optional (bags without the hand: its columns NaN)
 
 The command topics are what the robot node publishes (docs/RUNTIME.md "Robots"), so a
 recorded demonstration and a recorded policy run read the same way. `read_demo_bag` turns a
@@ -56,6 +57,7 @@ GRIPPER_TOPIC = "/gripper/command"
 EPISODE_INFO_TOPIC = "/episode/info"
 OBJECT_TOPIC = "/sim/object/position"
 GOAL_TOPIC = "/sim/goal/position"
+HAND_TOPIC = "/sim/hand/position"
 WORLD_FRAME = "world"
 DEFAULT_START_NS = 1_700_000_000 * 1_000_000_000
 VELOCITY_PER_UNIT = ACTION_SCALE / CONTROL_PERIOD_S  # m/s of end-effector velocity per unit
@@ -160,7 +162,9 @@ def write_demo_bag(
             put(bag, GRIPPER_TOPIC, grip, stamp)
             if demo.scene is not None:
                 put(bag, OBJECT_TOPIC, point_msg(ns, demo.scene[t, :3], stamp), stamp)
-                put(bag, GOAL_TOPIC, point_msg(ns, demo.scene[t, 3:], stamp), stamp)
+                put(bag, GOAL_TOPIC, point_msg(ns, demo.scene[t, 3:6], stamp), stamp)
+                if demo.scene.shape[1] > 6:
+                    put(bag, HAND_TOPIC, point_msg(ns, demo.scene[t, 6:9], stamp), stamp)
         info = {
             "task": demo.task,
             "seed": demo.seed,
@@ -187,7 +191,8 @@ class RecordedEpisode:
     frames: np.ndarray  # (T, K, H, W, 3): per camera the newest image at or before the step
     camera_names: tuple[str, ...]
     info: dict[str, Any]
-    scene: np.ndarray | None = None  # (T, 6) object and goal positions, when the bag has them
+    # (T, 9) object, goal and hand positions, when the bag has the first two (hand NaN if absent)
+    scene: np.ndarray | None = None
 
 
 def read_demo_bag(
@@ -201,7 +206,7 @@ def read_demo_bag(
     deltas: dict[int, np.ndarray] = {}
     grips: dict[int, float] = {}
     images: dict[str, list[tuple[int, np.ndarray]]] = {c: [] for c in camera_names}
-    points: dict[str, dict[int, np.ndarray]] = {OBJECT_TOPIC: {}, GOAL_TOPIC: {}}
+    points: dict[str, dict[int, np.ndarray]] = {OBJECT_TOPIC: {}, GOAL_TOPIC: {}, HAND_TOPIC: {}}
     topics = [INSTRUCTION_TOPIC, JOINT_STATES_TOPIC, TWIST_TOPIC, GRIPPER_TOPIC, EPISODE_INFO_TOPIC]
     topics += [camera_image_topic(c) for c in camera_names]
     with open_bag_reader(path) as reader:
@@ -247,9 +252,19 @@ def read_demo_bag(
         frames.append(np.stack([seq[i][1] for i in pick]))
     actions = np.stack([np.append(deltas[s], grips[s]) for s in stamps])
     scene = None
-    if all(all(s in p for s in stamps) for p in points.values()):
+    if all(s in points[t] for t in (OBJECT_TOPIC, GOAL_TOPIC) for s in stamps):
+        unknown = np.full(3, np.nan)
         scene = np.stack(
-            [np.concatenate([points[OBJECT_TOPIC][s], points[GOAL_TOPIC][s]]) for s in stamps]
+            [
+                np.concatenate(
+                    [
+                        points[OBJECT_TOPIC][s],
+                        points[GOAL_TOPIC][s],
+                        points[HAND_TOPIC].get(s, unknown),
+                    ]
+                )
+                for s in stamps
+            ]
         )
     return RecordedEpisode(
         instruction,

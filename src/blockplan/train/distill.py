@@ -14,11 +14,13 @@ loss is the mean cross-entropy at the masked positions. The student's is the mea
 KL(p_teacher ‖ p_student) at the masked positions, the teacher (frozen) seeing the same noisy
 chunk with its wider context: "asymmetric" is the context, not the noise.
 
-Scene probe (training only, `scene_probe`): a `TokenProbe` (train/probe.py) on the newest
-frame's visual tokens regresses the object's and the goal's positions (the data set's
-`scene`, simulator ground truth) in units of `SCENE_SCALE` around `SCENE_CENTRE`, so the
-tokens must show where they are (docs/ALGORITHMS.md §8.2). Its loss comes back as `scene`
-next to `loss`; the trainer weighs it in.
+Scene targets (`scene_probe`): the object's, the goal's and the hand's positions (the data
+set's `scene`, simulator ground truth) in units of `SCENE_SCALE` around `SCENE_CENTRE`. A
+model with a scene token (model/vision.py, docs/ALGORITHMS.md §8.3) regresses them with its
+own scene head, from every camera's newest frame, and reads them back as a token; a model
+without one gets a training-only `TokenProbe` (train/probe.py) on the newest frame's visual
+tokens, so the tokens must show where things are (§8.2). The loss comes back as `scene` next
+to `loss`; the trainer weighs it in.
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ from torch import nn
 
 from blockplan.model.masks import block_causal_mask, prompt_mask
 from blockplan.model.planner_model import PlannerModel
-from blockplan.train.probe import TokenProbe
+from blockplan.train.probe import TokenProbe, probe_loss
 from blockplan.train.robot_examples import RobotRecipe
 
 ATTENTIONS = ("bidirectional", "block_causal")
-# Meta-World's table: object and goal positions lie within ~0.15 m of this point (world, m)
-SCENE_CENTRE = (0.0, 0.75, 0.1) * 2
-SCENE_SCALE = (0.1,) * 6
+# Meta-World's table: object, goal and hand positions lie within ~0.2 m of this point
+# (world, m); the order is the data set's `scene` (object, goal, hand)
+SCENE_CENTRE = (0.0, 0.75, 0.1) * 3
+SCENE_SCALE = (0.1,) * 9
 
 
 class ChunkDiffusionModule(nn.Module):
@@ -60,9 +63,24 @@ class ChunkDiffusionModule(nn.Module):
         prompt = prompt_mask(self.template, model.config.visual_attention)  # as the planner
         self.register_buffer("mask", block_causal_mask(prompt, blocks), persistent=False)
         self.register_buffer("positions", torch.arange(P + A), persistent=False)
+        # the model's own scene head, or a training-only probe; None: no scene loss
+        self.scene_token = bool(model.config.vision.scene)
+        if self.scene_token and model.config.vision.scene != len(SCENE_SCALE):
+            raise ValueError(
+                f"vision.scene={model.config.vision.scene}: the scene targets are "
+                f"{len(SCENE_SCALE)} numbers (object, goal, hand xyz)"
+            )
         self.scene_head = (
-            TokenProbe(model.config, SCENE_CENTRE, SCENE_SCALE) if scene_probe else None
+            TokenProbe(model.config, SCENE_CENTRE, SCENE_SCALE)
+            if scene_probe and not self.scene_token
+            else None
         )
+        self.scene_loss_on = scene_probe
+        frames = model.config.num_frames
+        newest = [k * frames + frames - 1 for k in range(len(model.config.camera_names))]
+        self.register_buffer("newest", torch.tensor(newest), persistent=False)
+        self.register_buffer("centre", torch.tensor(SCENE_CENTRE), persistent=False)
+        self.register_buffer("scale", torch.tensor(SCENE_SCALE), persistent=False)
 
     def prompt_embeds(
         self,
@@ -71,13 +89,18 @@ class ChunkDiffusionModule(nn.Module):
         visual_out: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """(B, P, W) from prompt ids (B, P) and uint8 images (B, K*T, H, W, 3);
-        `visual_out` collects each sample's visual tokens (K*T, G, W)."""
+        `visual_out` collects each sample's visual tokens (K*T, G, W), or with a scene token
+        its scene head's numbers (K*T, n)."""
         m = self.model
         rows = []
         for b in range(prompt_ids.shape[0]):
-            visual = m.visual(m.visual.preprocess(images[b]))  # (K*T, G, W)
-            if visual_out is not None:
-                visual_out.append(visual)
+            pixels = m.visual.preprocess(images[b])
+            if self.scene_token and visual_out is not None:
+                visual = m.visual(pixels, scene_out=visual_out)  # (K*T, G, W)
+            else:
+                visual = m.visual(pixels)
+                if visual_out is not None:
+                    visual_out.append(visual)
             rows.append(m.embed_prompt(prompt_ids[b], self.template.image_spans, visual))
         return torch.cat(rows)
 
@@ -105,7 +128,7 @@ class ChunkDiffusionModule(nn.Module):
 
     def diffusion_loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The plain masked-diffusion loss: mean cross-entropy at the masked positions."""
-        visual = [] if self.scene_head is not None else None
+        visual = [] if self.scene_loss_on else None
         logits = self.masked_logits(
             batch["prompt_ids"], batch["images"], batch["noisy_ids"], batch["masks"], visual
         )
@@ -118,11 +141,15 @@ class ChunkDiffusionModule(nn.Module):
     def _scene_loss(
         self, visual: list[torch.Tensor] | None, batch: dict[str, torch.Tensor]
     ) -> dict[str, torch.Tensor]:
-        if self.scene_head is None:
+        if not self.scene_loss_on:
             return {}
         if "scene" not in batch:
-            raise ValueError("the scene probe trains on the batch's scene")
-        return {"scene": self.scene_head.loss(torch.stack(visual), batch["scene"])}
+            raise ValueError("the scene loss trains on the batch's scene")
+        if self.scene_head is not None:
+            return {"scene": self.scene_head.loss(torch.stack(visual), batch["scene"])}
+        predicted = torch.stack(visual)[:, self.newest].float()  # (B, K, n)
+        target = (batch["scene"].float() - self.centre) / self.scale  # (B, n)
+        return {"scene": probe_loss(predicted, target[:, None].expand_as(predicted))}
 
     def distillation_loss(
         self, batch: dict[str, torch.Tensor], teacher: ChunkDiffusionModule
@@ -131,7 +158,7 @@ class ChunkDiffusionModule(nn.Module):
         args = (batch["prompt_ids"], batch["images"], batch["noisy_ids"], batch["masks"])
         with torch.no_grad():
             target = F.log_softmax(teacher.masked_logits(*args), dim=-1)  # (M, V)
-        visual = [] if self.scene_head is not None else None
+        visual = [] if self.scene_loss_on else None
         logits = self.masked_logits(*args, visual)
         log_p = F.log_softmax(logits, dim=-1)
         kl = F.kl_div(log_p, target, log_target=True, reduction="batchmean")

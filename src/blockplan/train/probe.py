@@ -43,11 +43,16 @@ class TokenProbe(nn.Module):
         return self.head(visual[:, self.newest].flatten(1)).float()
 
     def loss(self, visual: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Mean squared error against targets (B, n) over the samples whose targets are all
-        finite (NaN: unknown); 0, with a gradient path, when none is."""
-        predicted = self(visual)
-        target = (target.float() - self.centre) / self.scale
-        known = torch.isfinite(target).all(dim=1)
-        if not bool(known.any()):
-            return predicted.sum() * 0.0
-        return F.mse_loss(predicted[known], target[known])
+        """Mean squared error against targets (B, n) over the finite target values (NaN:
+        unknown, e.g. the hand in data recorded before it was); 0, with a gradient path,
+        when none is."""
+        return probe_loss(self(visual), (target.float() - self.centre) / self.scale)
+
+
+def probe_loss(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean squared error of predictions (B, n) against targets (B, n), both in the probe's
+    units, over the finite target values; 0 with a gradient path when there are none."""
+    known = torch.isfinite(target)
+    if not bool(known.any()):
+        return predicted.sum() * 0.0
+    return F.mse_loss(predicted[known], target[known])

@@ -38,11 +38,23 @@ MANIFEST = "manifest.json"
 FORMAT = "blockplan-robot/1"
 SPLITS = ("train", "val", "test")
 SHARD_KEYS = ("frames", "proprio", "actions", "instruction", "stamp_ns")
-SCENE_DIM = 6  # the optional `scene` array: object xyz, goal xyz (m, world) per step
+# the optional `scene` array: object xyz, goal xyz, hand xyz (m, world) per step; shards and
+# bags from before the hand hold 6 columns, read with the hand unknown (NaN)
+SCENE_DIM = 9
 
 
 class RobotDataError(ValueError):
     """A robot data folder or episode that cannot be read or written; names what."""
+
+
+def full_scene(scene: np.ndarray) -> np.ndarray:
+    """(T, 6 or 9) -> (T, 9) float32, the hand NaN where it was not recorded."""
+    scene = np.asarray(scene, dtype=np.float32)
+    if scene.ndim != 2 or scene.shape[1] not in (6, SCENE_DIM):
+        raise RobotDataError(f"scene {scene.shape}: expected (T, 6) or (T, {SCENE_DIM})")
+    if scene.shape[1] == 6:
+        scene = np.concatenate([scene, np.full((len(scene), 3), np.nan, np.float32)], 1)
+    return scene
 
 
 @dataclass
@@ -85,8 +97,9 @@ class RobotDatasetWriter:
         stamp_ns: np.ndarray | None = None,
         scene: np.ndarray | None = None,
     ) -> Path:
-        """Write one episode's shard; returns its path. `scene`: (T, 6) the object's and the
-        goal's positions per step (simulator ground truth, for training-only probes)."""
+        """Write one episode's shard; returns its path. `scene`: (T, 9) the object's, the
+        goal's and the hand's positions per step (simulator ground truth, training targets;
+        (T, 6) without the hand)."""
         if split not in SPLITS:
             raise RobotDataError(f"split={split!r}: must be one of {list(SPLITS)}")
         frames = np.asarray(frames)
@@ -104,7 +117,7 @@ class RobotDatasetWriter:
             )
         extra = {}
         if scene is not None:
-            extra["scene"] = np.asarray(scene, dtype=np.float32).reshape(T, SCENE_DIM)
+            extra["scene"] = full_scene(np.asarray(scene).reshape(T, -1))
         if stamp_ns is None:
             stamp_ns = np.round(np.arange(T) * self.control_period_s * 1e9).astype(np.int64)
         name = f"{split}/episode_{len(self.episodes):05d}.npz"
@@ -158,7 +171,7 @@ def load_episode(root: str | Path, entry: dict[str, Any], manifest: dict[str, An
         with np.load(path, allow_pickle=False) as shard:
             episode = {k: shard[k] for k in SHARD_KEYS}
             if "scene" in shard.files:
-                episode["scene"] = shard["scene"]
+                episode["scene"] = full_scene(shard["scene"])
     except (OSError, KeyError, ValueError) as e:
         raise RobotDataError(f"{path}: {e}") from e
     T, K = entry["num_steps"], len(manifest["camera_names"])
@@ -248,10 +261,11 @@ def write_synthetic_dataset(
                 frames = np.zeros((num_steps, K, H, W, 3), np.uint8)
                 proprio = np.zeros((num_steps, proprio_dim), np.float32)
                 actions = np.zeros((num_steps, action_dim), np.float32)
-                scene = np.zeros((num_steps, SCENE_DIM), np.float32)  # the arm, the target
+                scene = np.zeros((num_steps, SCENE_DIM), np.float32)  # arm, target, arm
                 for t in range(num_steps):
                     actions[t] = np.clip(0.5 * (target - position), -1, 1)
-                    scene[t] = np.r_[np.resize(position, 3), [target] * 3]
+                    arm = np.resize(position, 3)
+                    scene[t] = np.r_[arm, [target] * 3, arm]
                     proprio[t] = position[:proprio_dim] if proprio_dim <= action_dim else 0.0
                     colour = np.zeros(3)
                     colour[task_id % 3] = 200

@@ -57,10 +57,12 @@ class RobotRecipe:
         quantile: float = 0.01,
         tokenizer: Tokenizer | None = None,
         keypoints: int = 0,
+        scene_token: bool = False,
     ) -> RobotRecipe:
         """A recipe for the data set at `data`: its cameras and dimensions, bins over the
         training split's per-dimension ranges, block size `block_size` (default: the action
-        dimension), `keypoints` spatial-softmax points per image (model/vision.py)."""
+        dimension), `keypoints` spatial-softmax points per image, `scene_token` the scene
+        head and its token per image (model/vision.py; the data set's SCENE_DIM numbers)."""
         if arch not in robot_preset_names():
             raise RobotDataError(f"arch={arch!r}: must be one of {robot_preset_names()}")
         manifest = read_robot_manifest(data)
@@ -83,8 +85,10 @@ class RobotRecipe:
             schema=action_schema_to_dict(schema),
             max_position_embeddings=2048,
         )
-        if keypoints:
-            vision = dataclasses.replace(config.vision, keypoints=keypoints)
+        if keypoints or scene_token:
+            vision = dataclasses.replace(
+                config.vision, keypoints=keypoints, scene=SCENE_DIM if scene_token else 0
+            )
             config = dataclasses.replace(config, vision=vision)
         return cls(config, schema, tokenizer)
 
@@ -136,7 +140,7 @@ class RobotExamples(torch.utils.data.Dataset):
     proprio: np.ndarray  # (N, S) float64
     instruction: np.ndarray  # (N,) str
     episode: np.ndarray  # (N,) int, index of the episode in the split
-    scene: np.ndarray  # (N, 6) float32 object and goal positions at the step; NaN: unknown
+    scene: np.ndarray  # (N, 9) float32 object, goal, hand positions at the step; NaN: unknown
     num_clipped: int = 0  # action values outside the bins' ranges (clipped)
 
     def __len__(self) -> int:

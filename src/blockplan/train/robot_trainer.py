@@ -113,7 +113,12 @@ class RobotTrainer:
         self.mask_id = recipe.scaffold.mask_id
         self.records: dict[str, dict[str, Any]] = {}
         self.scene_probe = config.scene_weight > 0
-        if self.scene_probe and not np.isfinite(train_set.scene).all(axis=1).any():
+        if recipe.model_config.vision.scene and not self.scene_probe:
+            raise TrainError(
+                "the model has a scene token (--vision-scene-token): its head learns from the "
+                "scene targets, set --scene-weight > 0"
+            )
+        if self.scene_probe and not np.isfinite(train_set.scene[:, :6]).all(axis=1).any():
             raise TrainError(
                 "scene_weight > 0 but no training step records the scene (a data set built "
                 "from bags without /sim/object/position and /sim/goal/position: regenerate it)"
