@@ -37,6 +37,16 @@ def test_a_seed_fixes_the_layout(reach):
     assert list(seeds_of("val", 2)) == [100_000, 100_001]
 
 
+def test_the_reset_frame_draws_the_goal_where_the_state_has_it(reach):
+    """Meta-World moves the goal site after its last forward pass; the reset frame must show
+    this episode's marker (not the previous layout's), at any seed order."""
+    for seed in (5, 6, 5):
+        obs = reach.reset(seed)
+        drawn = reach.env.data.site("goal").xpos
+        np.testing.assert_allclose(drawn, obs.state[36:39], atol=1e-9)
+    assert reach.env.model.site("goal").size[0] == pytest.approx(0.035)
+
+
 def test_the_scripted_expert_solves_reach_and_frames_come_when_asked(reach):
     demo = run_expert(reach, seed=3, render_every=50, max_steps=150, tail=2)
     assert demo.success and demo.success_step < 150

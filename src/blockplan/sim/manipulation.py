@@ -12,7 +12,7 @@ Cameras (`CAMERAS`): `front` is Meta-World's fixed `topview` camera over the tab
 its `behindGripper` camera, which rides on the hand. Frames are rendered with MuJoCo's own
 renderer (`MUJOCO_GL=osmesa` on a machine without a GPU) without shadows and reflections
 (about half the software-rendering time, nothing the policy needs), and the goal marker is
-drawn with a 2 cm radius instead of 1 cm so it covers pixels at 64×64 — a rendering change
+drawn with a 3.5 cm radius instead of 1 cm so it covers a few pixels at 64×64 — a rendering change
 only: success is Meta-World's own `info["success"]`.
 
 The scripted experts are Meta-World's `metaworld.policies` (they read the full-state
@@ -48,7 +48,7 @@ JOINT_NAMES: tuple[str, ...] = (
 ACTION_NAMES: tuple[str, ...] = ("dx", "dy", "dz", "grip")
 ACTION_SCALE = 0.01  # m of end-effector motion per unit action per control step (Meta-World)
 CONTROL_PERIOD_S = 0.0125  # one env step: frame_skip 5 × 2.5 ms
-GOAL_MARKER_RADIUS_M = 0.02
+GOAL_MARKER_RADIUS_M = 0.035
 # Meta-World's 39-d state: hand (3), gripper (1), object 1 position (3) and quaternion (4),
 # object 2 (7), the previous step's 18, the goal position (3)
 SCENE_HAND, SCENE_OBJECT, SCENE_GOAL = slice(0, 3), slice(4, 7), slice(36, 39)
@@ -161,6 +161,9 @@ class ManipulationEnv:
     def reset(self, seed: int) -> StepObservation:
         self.env.seed(int(seed))
         state, _ = self.env.reset()
+        # Meta-World moves the goal site after its last forward pass: without one, the reset
+        # frame would draw the marker where the previous layout had it
+        self._mujoco.mj_forward(self.env.model, self.env.data)
         self._state = state
         self.step_index = 0
         self.success, self.success_step = False, None
