@@ -130,3 +130,48 @@ def test_noise_injected_demonstrations_label_the_drifted_states_with_the_clean_e
         reach.step(executed, render=False)
     with pytest.raises(ValueError, match="action_noise"):
         run_expert(reach, seed=6, action_noise=-0.1)
+
+
+def test_scene_frames_label_many_layouts_resume_and_load_per_camera(tmp_path):
+    """`blockplan robot-scenes`: per seed the reset frame and frames after noisy expert
+    stretches, each with the state's object, goal and hand; shards resume; the loader picks
+    the cameras a model reads and refuses another image size."""
+    from blockplan.cli import main
+    from blockplan.errors import UserError
+    from blockplan.sim.manipulation import scene_of
+    from blockplan.sim.scene_frames import (
+        SCENE_SEED_BASE,
+        load_scene_frames,
+        record_scene_frames,
+        shard_path,
+    )
+
+    out = tmp_path / "scenes"
+    argv = ["robot-scenes", "--out", str(out), "--tasks", "reach", "--seeds", "3"]
+    argv += ["--frames-per-seed", "2", "--max-gap", "5", "--image-size", "16", "--block", "2"]
+    assert main(argv) == 0
+    first = shard_path(out, "reach", SCENE_SEED_BASE, SCENE_SEED_BASE + 1)
+    assert first.is_file() and shard_path(out, "reach", *(SCENE_SEED_BASE + 2,) * 2).is_file()
+    stamp = first.stat().st_mtime_ns
+    assert main(argv) == 0  # resumed: nothing rewritten
+    assert first.stat().st_mtime_ns == stamp
+
+    frames = load_scene_frames(out, ["wrist"], 16)
+    assert frames.images.shape == (6, 1, 16, 16, 3) and frames.images.dtype == np.uint8
+    assert frames.seed.tolist() == [SCENE_SEED_BASE + i // 2 for i in range(6)]
+    env = ManipulationEnv("reach", image_size=16, cameras=("front", "wrist"))
+    try:
+        reset = env.reset(SCENE_SEED_BASE + 1)
+        np.testing.assert_allclose(frames.scene[2], scene_of(reset.state), atol=1e-6)
+        np.testing.assert_array_equal(frames.images[2, 0], reset.frames["wrist"])
+    finally:
+        env.close()
+    same_goal = frames.scene[2, 3:6] == frames.scene[3, 3:6]
+    assert same_goal.all() and not np.allclose(frames.scene[2, 6:], frames.scene[3, 6:])
+    assert not np.allclose(frames.scene[0, 3:6], frames.scene[2, 3:6])  # another layout
+    with pytest.raises(UserError, match="16-pixel"):
+        load_scene_frames(out, ["front"], 64)
+    with pytest.raises(UserError, match="camera"):
+        load_scene_frames(out, ["left"])
+    with pytest.raises(UserError, match="other image_size"):  # one folder, one recipe
+        record_scene_frames(out, ["reach"], 3, frames_per_seed=2, max_gap=5, image_size=32)

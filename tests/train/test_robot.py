@@ -358,3 +358,76 @@ def test_scene_targets_without_the_hand_read_as_unknown(tmp_path):
     assert float(loss.detach()) == pytest.approx(float((target[:, :6] ** 2).mean()))
     loss.backward()
     assert predicted.grad[:, 6:].abs().sum() == 0
+
+
+def test_tower_pretraining_on_scene_frames_then_keeps_the_perception_fixed(data, tmp_path, capsys):
+    """`--tower-data`/`--tower-steps`: phase 0 trains the encoder and its scene head on the
+    scene frames, then its convolutions, keypoints and scene head stay fixed in both policy
+    phases while the token projections train; the card records the phase. Refused without
+    a scene token or without steps."""
+    from blockplan.model.weights import read_state_dict
+    from blockplan.sim.scene_frames import FORMAT, load_scene_frames, shard_path, write_shard
+    from blockplan.train.robot_trainer import (
+        PERCEPTION,
+        TEACHER,
+        RobotTrainConfig,
+        RobotTrainer,
+    )
+    from blockplan.train.trainer import TrainError
+
+    recipe = RobotRecipe.build("robot-test", data, horizon=3, num_bins=16, scene_token=True)
+    examples = load_robot_examples(data, "train", recipe)
+    scenes = tmp_path / "scenes"
+    cameras = list(recipe.model_config.camera_names)
+    manifest = {"format": FORMAT, "cameras": cameras, "image_size": 16, "tasks": ["reach"]}
+    scenes.mkdir()
+    (scenes / "manifest.json").write_text(json.dumps(manifest))
+    n = len(examples)
+    write_shard(shard_path(scenes, "reach", 0, n - 1), examples.images, examples.scene,
+                np.arange(n))  # fmt: skip
+    frames = load_scene_frames(scenes, cameras, 16)
+    assert frames.images.shape[:2] == (n, len(cameras))
+
+    config = RobotTrainConfig(2, 2, batch_size=2, scene_weight=1, tower_steps=4, tower_batch=4)
+    torch.manual_seed(0)
+    model = PlannerModel(recipe.model_config)
+    trainer = RobotTrainer(recipe, examples, tmp_path / "x", config, examples, tower_set=frames)
+    (tmp_path / "x").mkdir()
+    encoder = model.visual.encoder
+    before = {k: v.clone() for k, v in encoder.state_dict().items()}
+    record = trainer.run_tower_phase(model)
+    assert record["steps"] == 4 and record["frames"] == n and "val/front_goal_cm" in record
+    after = {k: v.clone() for k, v in encoder.state_dict().items()}
+    assert not torch.equal(before["scene_head.0.weight"], after["scene_head.0.weight"])
+    assert torch.equal(before["scene_embed.weight"], after["scene_embed.weight"])  # no path
+    frozen = [k for k, p in encoder.named_parameters() if not p.requires_grad]
+    assert frozen and all(k.startswith(PERCEPTION) for k in frozen)
+    module = ChunkDiffusionModule(model, recipe, "bidirectional", scene_probe=True)
+    trainer.run_phase(TEACHER, module, 2)
+    for k in frozen:
+        assert torch.equal(after[k], encoder.state_dict()[k]), k
+    assert not torch.equal(after["scene_embed.weight"], encoder.state_dict()["scene_embed.weight"])
+
+    with pytest.raises(TrainError, match="scene token"):
+        plain = RobotRecipe.build("robot-test", data, horizon=3, num_bins=16)
+        RobotTrainer(plain, load_robot_examples(data, "train", plain), tmp_path / "y",
+                     RobotTrainConfig(1, 1, tower_steps=1), tower_set=frames)  # fmt: skip
+    with pytest.raises(TrainError, match="tower_steps"):
+        RobotTrainer(recipe, examples, tmp_path / "y", RobotTrainConfig(1, 1, scene_weight=1),
+                     tower_set=frames)  # fmt: skip
+
+    run = tmp_path / "run"
+    argv = ["train", "--embodiment", "robot", "--data", str(data), "--out", str(run)]
+    argv += ["--arch", "robot-test", "--steps", "2", "--teacher-steps", "2", "--batch-size", "4"]
+    argv += ["--horizon", "3", "--bins", "16", "--log-every", "1", "--num-threads", "1"]
+    argv += ["--device", "cpu", "--eval-samples", "0", "--val-samples", "4"]
+    argv += ["--vision-scene-token", "--scene-weight", "0.5"]
+    assert main([*argv, "--tower-data", str(scenes), "--tower-steps", "3"]) == 0
+    capsys.readouterr()
+    card = (run / "best" / "MODEL_CARD.md").read_text()
+    assert "**Tower**" in card and f"--tower-data {scenes} --tower-steps 3" in card
+    teacher, best = read_state_dict(run / "teacher"), read_state_dict(run / "best")
+    fixed = [k for k in best if k.startswith("visual.encoder.stages.")]
+    assert fixed and all(torch.equal(teacher[k], best[k]) for k in fixed)
+    logged = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in logged if r.get("phase") == "tower"] == [1, 2, 3]

@@ -190,6 +190,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "with the /sim/*/position topics; 0: off",
     )
     robot.add_argument(
+        "--tower-data",
+        help="scene frames (blockplan robot-scenes) to pretrain the scene token's tower on "
+        "before the teacher (with --tower-steps; docs/ALGORITHMS.md §8.4)",
+    )
+    robot.add_argument("--tower-steps", type=int, default=0,
+                       help="tower pretraining steps (0: none)")  # fmt: skip
+    robot.add_argument("--tower-batch", type=int, default=32,
+                       help="scene frames per tower step (32)")  # fmt: skip
+    robot.add_argument("--tower-minutes", type=float,
+                       help="wall-clock budget of the tower phase (apart from --max-minutes)")  # fmt: skip
+    robot.add_argument(
+        "--tower-unfrozen",
+        action="store_true",
+        help="keep training the pretrained tower's convolutions, keypoints and scene head "
+        "with the policy (default: they stay fixed)",
+    )
+    robot.add_argument(
         "--eval-samples",
         type=int,
         default=8,
@@ -378,11 +395,23 @@ def run_robot(args: argparse.Namespace) -> int:
             teacher_max_s=None if args.max_minutes is None else args.max_minutes * 60 * 0.8,
             student_max_s=None if args.max_minutes is None else args.max_minutes * 60 * 0.2,
             scene_weight=args.scene_weight,
+            tower_steps=args.tower_steps,
+            tower_batch=args.tower_batch,
+            tower_max_s=None if args.tower_minutes is None else args.tower_minutes * 60,
+            tower_freeze=not args.tower_unfrozen,
         )
+        tower_set = None
+        if args.tower_data:
+            from blockplan.sim.scene_frames import load_scene_frames
+
+            mc = recipe.model_config
+            tower_set = load_scene_frames(args.tower_data, mc.camera_names,
+                                          mc.vision.image_height)  # fmt: skip
         command = _robot_command(args, arch, config, recipe)
         trainer = RobotTrainer(
-            recipe, train_set, args.out, config, val_set, device, command=command, data=args.data
-        )
+            recipe, train_set, args.out, config, val_set, device, command=command,
+            data=args.data, tower_set=tower_set, tower_data=args.tower_data or "",
+        )  # fmt: skip
         torch.set_num_threads(args.num_threads)
         final = trainer.fit(resume=args.resume, init_from=args.init_from)
     except (RobotDataError, SchemaError, TrainError, ValueError) as e:
@@ -445,6 +474,13 @@ def _robot_command(args: argparse.Namespace, arch: str, config, recipe) -> str:
         parts += ["--max-minutes", args.max_minutes]
     if config.scene_weight:
         parts += ["--scene-weight", config.scene_weight]
+    if args.tower_data:
+        parts += ["--tower-data", args.tower_data, "--tower-steps", config.tower_steps]
+        parts += ["--tower-batch", config.tower_batch]
+        if args.tower_minutes is not None:
+            parts += ["--tower-minutes", args.tower_minutes]
+        if not config.tower_freeze:
+            parts.append("--tower-unfrozen")
     if args.init_from:  # the schema and the size are the folder's
         parts += ["--init-from", args.init_from]
         return " ".join(shlex.quote(str(p)) for p in parts)

@@ -22,15 +22,16 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from blockplan.model.planner_model import PlannerModel
-from blockplan.train.distill import ChunkDiffusionModule
+from blockplan.train.distill import SCENE_CENTRE, SCENE_SCALE, ChunkDiffusionModule
 from blockplan.train.forcing import ChunkNoiseLayout, draw_chunk_noise
+from blockplan.train.probe import probe_loss
 from blockplan.train.robot_examples import RobotExamples, RobotRecipe
 from blockplan.train.trainer import TrainConfig, TrainError, init_weights, make_optimizer
 
@@ -38,8 +39,53 @@ TEACHER_DIR = "teacher"
 BEST_DIR = "best"
 METRICS_FILE = "metrics.jsonl"
 MODEL_CARD = "MODEL_CARD.md"
-TEACHER, STUDENT = 0, 1  # phase index in the noise seed
+TEACHER, STUDENT, TOWER = 0, 1, 2  # phase index in the noise seed
 VALIDATION_STREAM = 1_000_003
+# what reads the image in the encoder; the projections of its tokens stay trainable
+PERCEPTION = ("stages.", "keypoint_conv.", "keypoint_log_temperature", "scene_head.")
+
+if TYPE_CHECKING:
+    from blockplan.sim.scene_frames import SceneFrames
+
+
+def freeze_perception(model: PlannerModel) -> None:
+    """Stop training what reads the image (convolutions, keypoint maps, scene head)."""
+    for name, p in model.visual.encoder.named_parameters():
+        if name.startswith(PERCEPTION):
+            p.requires_grad_(False)
+
+
+@torch.no_grad()
+def scene_errors(model: PlannerModel, data: RobotExamples, limit: int = 512) -> dict[str, float]:
+    """RMS error (cm) of the scene head's object, goal and hand positions on the newest frame
+    of each camera, over (at most `limit` evenly spaced) samples with a known scene."""
+    known = np.nonzero(np.isfinite(data.scene).all(axis=1))[0]
+    if len(known) == 0:
+        return {}
+    known = known[np.linspace(0, len(known) - 1, min(limit, len(known))).astype(int)]
+    T = model.config.num_frames
+    names = model.config.camera_names
+    newest = [k * T + T - 1 for k in range(len(names))]
+    tower = model.visual
+    scale = torch.tensor(SCENE_SCALE)
+    centre = torch.tensor(SCENE_CENTRE)
+    out: dict[str, float] = {}
+    squares = torch.zeros(len(names), 9)
+    for start in range(0, len(known), 64):
+        idx = known[start : start + 64]
+        images = torch.from_numpy(data.images[idx][:, newest])  # (B, K, H, W, 3)
+        B, K = images.shape[:2]
+        param = next(tower.parameters())
+        pixels = tower.preprocess(images.flatten(0, 1)).to(param.device)
+        _, scene = tower.encoder.tokens_and_scene(pixels.to(param.dtype))
+        found = scene.reshape(B, K, -1).float().cpu() * scale + centre  # (B, K, 9) world
+        truth = torch.from_numpy(data.scene[idx]).float()[:, None]
+        squares += ((found - truth) ** 2).sum(0)
+    rms = (squares / len(known)).reshape(len(names), 3, 3).mean(-1).sqrt() * 100.0  # cm
+    for k, camera in enumerate(names):
+        for j, what in enumerate(("object", "goal", "hand")):
+            out[f"{camera}_{what}_cm"] = float(rms[k, j])
+    return out
 
 
 @dataclass(frozen=True)
@@ -64,6 +110,15 @@ class RobotTrainConfig:
     # Weight of the training-only scene probe's loss (object and goal positions from the
     # newest visual tokens; train/distill.py) in both phases; 0 = no probe.
     scene_weight: float = 0.0
+    # Tower pretraining (phase 0, models with a scene token, `tower_set` given): the vision
+    # encoder and its scene head learn the scene targets of the scene frames
+    # (sim/scene_frames.py) for `tower_steps` steps of `tower_batch` frames; with
+    # `tower_freeze` what reads the image (convolutions, keypoints, scene head) stays fixed
+    # afterwards, so the demonstrations' few layouts cannot be learned by heart.
+    tower_steps: int = 0
+    tower_batch: int = 32
+    tower_max_s: float | None = None
+    tower_freeze: bool = True
 
     def __post_init__(self) -> None:
         if self.teacher_steps < 1 or self.student_steps < 1:
@@ -73,6 +128,11 @@ class RobotTrainConfig:
             )
         if not self.scene_weight >= 0:
             raise TrainError(f"scene_weight={self.scene_weight} must be >= 0")
+        if self.tower_steps < 0 or self.tower_batch < 1:
+            raise TrainError(
+                f"tower_steps={self.tower_steps}, tower_batch={self.tower_batch}: must be "
+                ">= 0 and >= 1"
+            )
 
     def phase(self, steps: int) -> TrainConfig:
         """The optimizer schedule of one phase."""
@@ -100,6 +160,8 @@ class RobotTrainer:
         progress: bool = True,
         command: str = "",
         data: str = "",
+        tower_set: SceneFrames | None = None,
+        tower_data: str = "",
     ) -> None:
         if len(train_set) < config.batch_size:
             raise TrainError(
@@ -109,6 +171,7 @@ class RobotTrainer:
         self.out, self.config = Path(out_dir), config
         self.device = torch.device(device)
         self.progress, self.command, self.data = progress, command, data
+        self.tower_set, self.tower_data = tower_set, tower_data
         self.layout = ChunkNoiseLayout.from_scaffold(recipe.scaffold)
         self.mask_id = recipe.scaffold.mask_id
         self.records: dict[str, dict[str, Any]] = {}
@@ -122,6 +185,13 @@ class RobotTrainer:
             raise TrainError(
                 "scene_weight > 0 but no training step records the scene (a data set built "
                 "from bags without /sim/object/position and /sim/goal/position: regenerate it)"
+            )
+        if (tower_set is not None) != (config.tower_steps > 0):
+            raise TrainError("tower pretraining needs both scene frames and tower_steps > 0")
+        if tower_set is not None and not recipe.model_config.vision.scene:
+            raise TrainError(
+                "tower pretraining trains the scene head: the model needs a scene token "
+                "(--vision-scene-token)"
             )
 
     # ---- batches -------------------------------------------------------------------------
@@ -205,6 +275,63 @@ class RobotTrainer:
         out = {**record, **val, "steps": done, "planned_steps": steps}
         return {**out, "stopped_early": stopped, "seconds": time.monotonic() - started}
 
+    def run_tower_phase(self, model: PlannerModel) -> dict[str, Any]:
+        """Phase 0: the vision encoder and its scene head on the scene frames (every camera's
+        prediction against the frame's scene), AdamW with the phases' schedule."""
+        cfg = self.config
+        frames = self.tower_set
+        assert frames is not None
+        encoder, tower = model.visual.encoder, model.visual
+        schedule = cfg.phase(cfg.tower_steps)
+        optimizer = make_optimizer(encoder, schedule)
+        centre = torch.tensor(SCENE_CENTRE, device=self.device)
+        scale = torch.tensor(SCENE_SCALE, device=self.device)
+        B = cfg.tower_batch
+        per_epoch = max(len(frames) // B, 1)
+        model.train()
+        started, done, stopped, loss = time.monotonic(), 0, False, torch.zeros(())
+        bar = tqdm(total=cfg.tower_steps, desc="train tower", unit="step",
+                   disable=not self.progress)  # fmt: skip
+        for step in range(cfg.tower_steps):
+            elapsed = time.monotonic() - started
+            if cfg.tower_max_s is not None and step > 0 and elapsed > cfg.tower_max_s:
+                stopped = True
+                self.log({"event": "stopped_early", "phase": "tower", "steps_done": step,
+                          "max_s": cfg.tower_max_s})  # fmt: skip
+                break
+            epoch, k = divmod(step, per_epoch)
+            order = np.random.default_rng([cfg.seed, TOWER, epoch, 7]).permutation(len(frames))
+            idx = np.sort(order[k * B : (k + 1) * B])
+            images = torch.from_numpy(frames.images[idx]).to(self.device)  # (B, K, H, W, 3)
+            target = (torch.from_numpy(frames.scene[idx]).to(self.device) - centre) / scale
+            n, K = images.shape[:2]
+            _, scene = encoder.tokens_and_scene(tower.preprocess(images.flatten(0, 1)))
+            loss = probe_loss(scene.reshape(n, K, -1), target[:, None].expand(n, K, -1))
+            for group in optimizer.param_groups:
+                group["lr"] = schedule.lr_at(step)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(encoder.parameters(), schedule.grad_clip)
+            optimizer.step()
+            done = step + 1
+            bar.update(1)
+            if done % cfg.log_every == 0 or done == cfg.tower_steps:
+                self.log({"event": "train", "phase": "tower", "step": done,
+                          "lr": schedule.lr_at(step), "scene": loss.item(),
+                          "elapsed_s": time.monotonic() - started})  # fmt: skip
+        bar.close()
+        model.eval()
+        record: dict[str, Any] = {"scene": loss.item(), "steps": done,
+                                  "planned_steps": cfg.tower_steps, "frames": len(frames),
+                                  "layouts": int(len(np.unique(frames.seed))),
+                                  "stopped_early": stopped,
+                                  "seconds": time.monotonic() - started}  # fmt: skip
+        if self.val_set is not None:
+            record |= {f"val/{k}": v for k, v in scene_errors(model, self.val_set).items()}
+        if cfg.tower_freeze:
+            freeze_perception(model)
+        return record
+
     @torch.no_grad()
     def validate(
         self, module: ChunkDiffusionModule, teacher: ChunkDiffusionModule | None
@@ -244,6 +371,9 @@ class RobotTrainer:
             teacher = ChunkDiffusionModule(model, self.recipe, "bidirectional").to(self.device)
             teacher.eval()
             self.records["teacher"] = previous
+            tower = self._logged("tower_done")
+            if tower is not None:
+                self.records["tower"] = tower
             self.log({"event": "resumed", "teacher": str(self.out / TEACHER_DIR)})
         else:
             (self.out / METRICS_FILE).unlink(missing_ok=True)
@@ -260,6 +390,9 @@ class RobotTrainer:
                 model = PlannerModel(self.recipe.model_config)
                 init_weights(model)
             model.to(self.device)
+            if self.tower_set is not None:
+                self.records["tower"] = self.run_tower_phase(model)
+                self.log({"event": "tower_done", "record": self.records["tower"]})
             teacher = ChunkDiffusionModule(
                 model, self.recipe, "bidirectional", scene_probe=self.scene_probe
             ).to(self.device)
@@ -273,6 +406,8 @@ class RobotTrainer:
         student_model = copy.deepcopy(model)
         for p in student_model.parameters():
             p.requires_grad_(True)
+        if self.config.tower_freeze and "tower" in self.records:
+            freeze_perception(student_model)
         student = ChunkDiffusionModule(
             student_model, self.recipe, "block_causal", scene_probe=self.scene_probe
         ).to(self.device)
@@ -294,13 +429,19 @@ class RobotTrainer:
 
     def _teacher_record(self) -> dict[str, Any] | None:
         """The finished teacher's record from the log, when OUT/teacher holds it."""
+        if not (self.out / TEACHER_DIR / "config.json").is_file():
+            return None
+        return self._logged("teacher_done")
+
+    def _logged(self, event: str) -> dict[str, Any] | None:
+        """The record of the last `event` in the log (None: none)."""
         path = self.out / METRICS_FILE
-        if not (self.out / TEACHER_DIR / "config.json").is_file() or not path.is_file():
+        if not path.is_file():
             return None
         found = None
         for line in path.read_text().splitlines():
             entry = json.loads(line)
-            if entry.get("event") == "teacher_done":
+            if entry.get("event") == event:
                 found = entry["record"]
         return found
 
@@ -362,6 +503,29 @@ def _steps(record: dict[str, Any]) -> str:
     return f"{record['steps']} steps"
 
 
+def _tower_lines(trainer: RobotTrainer) -> list[str]:
+    """The card's line on the tower pretraining (none without it)."""
+    tower = trainer.records.get("tower")
+    if tower is None:
+        return []
+    cfg = trainer.config
+    errors = ", ".join(
+        f"{k[4:-3].replace('_', ' ')} {v:.1f} cm" for k, v in tower.items() if k.endswith("_cm")
+    )
+    return [
+        f"0. **Tower** (docs/ALGORITHMS.md §8.4): the vision encoder and its scene head on "
+        f"`{trainer.tower_data}` ({tower['frames']} scene frames of {tower['layouts']} "
+        f"layouts), {_steps(tower)} of {cfg.tower_batch} frames; last scene loss "
+        f"{tower['scene']:.4f}"
+        + (f"; on the validation samples (unseen layouts): {errors}" if errors else "")
+        + (
+            ". Its convolutions, keypoints and scene head then stay fixed."
+            if cfg.tower_freeze
+            else ". The policy phases keep training it."
+        ),
+    ]
+
+
 def _fmt(values: tuple[float, ...]) -> str:
     return "[" + ", ".join(f"{v:.3g}" for v in values) + "]"
 
@@ -406,6 +570,7 @@ def model_card(trainer: RobotTrainer, evaluation: dict[str, Any]) -> str:
         "ranges and were clipped.",
         "",
         "## Training (docs/ALGORITHMS.md §8)",
+        *_tower_lines(trainer),
         f"1. **Teacher**: bidirectional attention over the whole chunk; the plain "
         f"masked-diffusion loss (one mask ratio t ~ U(0.001, 1) per sample, cross-entropy at "
         f"the masked values); {_steps(teacher)} from "
