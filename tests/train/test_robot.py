@@ -109,6 +109,26 @@ def test_diffusion_forcing_masks_later_blocks_more(recipe):
     assert np.array_equal(noisy == recipe.scaffold.mask_id, m)
 
 
+def test_a_share_of_the_samples_is_masked_whole_when_asked(recipe):
+    """`full_mask_share`: that share of the chunks is masked at every maskable value (the
+    state a decode starts from); without it the draws are those of before."""
+    layout = ChunkNoiseLayout.from_scaffold(recipe.scaffold)
+    ids = 100 + np.arange(len(recipe.scaffold))[None].repeat(4000, 0)
+    mask_id = recipe.scaffold.mask_id
+    for forcing in (False, True):
+        _, before = draw_chunk_noise(layout, ids, mask_id, np.random.default_rng(3), forcing)
+        _, same = draw_chunk_noise(layout, ids, mask_id, np.random.default_rng(3), forcing, 0.0)
+        assert np.array_equal(before, same)
+        _, some = draw_chunk_noise(layout, ids, mask_id, np.random.default_rng(3), forcing, 0.3)
+        whole = (some == layout.is_maskable).all(axis=1).mean()
+        by_chance = (before == layout.is_maskable).all(axis=1).mean()
+        assert abs(whole - (0.3 + 0.7 * by_chance)) < 0.03  # 0.3 asked, plus the draws'
+        assert whole > by_chance + 0.2
+        assert not (some & ~layout.is_maskable).any()
+        _, every = draw_chunk_noise(layout, ids, mask_id, np.random.default_rng(3), forcing, 1.0)
+        assert (every == layout.is_maskable).all()
+
+
 def test_distillation_loss_is_zero_for_the_teachers_own_context(data, recipe):
     torch.manual_seed(0)
     model = PlannerModel(recipe.model_config).double()

@@ -190,6 +190,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "with the /sim/*/position topics; 0: off",
     )
     robot.add_argument(
+        "--full-mask-share",
+        type=float,
+        default=0.0,
+        help="share of training samples whose chunk is masked whole, as every decode starts "
+        "(docs/ALGORITHMS.md §8.4; 0: the plain and diffusion-forcing draws only)",
+    )
+    robot.add_argument(
         "--tower-data",
         help="scene frames (blockplan robot-scenes) to pretrain the scene token's tower on "
         "before the teacher (with --tower-steps; docs/ALGORITHMS.md §8.4)",
@@ -395,6 +402,7 @@ def run_robot(args: argparse.Namespace) -> int:
             teacher_max_s=None if args.max_minutes is None else args.max_minutes * 60 * 0.8,
             student_max_s=None if args.max_minutes is None else args.max_minutes * 60 * 0.2,
             scene_weight=args.scene_weight,
+            full_mask_share=args.full_mask_share,
             tower_steps=args.tower_steps,
             tower_batch=args.tower_batch,
             tower_max_s=None if args.tower_minutes is None else args.tower_minutes * 60,
@@ -474,6 +482,8 @@ def _robot_command(args: argparse.Namespace, arch: str, config, recipe) -> str:
         parts += ["--max-minutes", args.max_minutes]
     if config.scene_weight:
         parts += ["--scene-weight", config.scene_weight]
+    if config.full_mask_share:
+        parts += ["--full-mask-share", config.full_mask_share]
     if args.tower_data:
         parts += ["--tower-data", args.tower_data, "--tower-steps", config.tower_steps]
         parts += ["--tower-batch", config.tower_batch]

@@ -6,6 +6,8 @@ diffusion forcing for the student.
   U(MIN_MASK_RATIO, 1) draws — so per sample the ratios increase monotonically with the block
   index (later blocks are noisier), and where the increase happens is random.
 
+With `full_share` > 0 that share of the samples is masked whole instead (all ratios 1).
+
 Each maskable position (an editable value) of a block is masked with its block's ratio; a
 sample whose draw masked nothing gets one random maskable position masked, so every sample
 has a target. Randomness comes from a numpy Generator the caller seeds from (seed, phase,
@@ -73,8 +75,14 @@ def draw_chunk_noise(
     mask_id: int,
     rng: np.random.Generator,
     forcing: bool,
+    full_share: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Noisy ids and masks (B, A) for answers (B, A): diffusion forcing or plain noise."""
+    """Noisy ids and masks (B, A) for answers (B, A): diffusion forcing or plain noise.
+    `full_share`: each sample is instead masked whole with this probability (the state
+    every decode starts from: the first values come from the context alone)."""
     draw = forcing_ratios if forcing else plain_ratios
-    masks = chunk_masks(layout, draw(rng, answer_ids.shape[0], layout.num_blocks), rng)
+    ratios = draw(rng, answer_ids.shape[0], layout.num_blocks)
+    if full_share > 0:  # no extra draw without it: earlier runs' masks stay as they were
+        ratios[rng.random(answer_ids.shape[0]) < full_share] = 1.0
+    masks = chunk_masks(layout, ratios, rng)
     return np.where(masks, mask_id, answer_ids), masks

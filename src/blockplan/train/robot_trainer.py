@@ -115,6 +115,9 @@ class RobotTrainConfig:
     # (sim/scene_frames.py) for `tower_steps` steps of `tower_batch` frames; with
     # `tower_freeze` what reads the image (convolutions, keypoints, scene head) stays fixed
     # afterwards, so the demonstrations' few layouts cannot be learned by heart.
+    # Share of the samples masked whole (both phases): a decode starts from a fully masked
+    # chunk, whose first values only the context can give; plain draws rarely mask it all.
+    full_mask_share: float = 0.0
     tower_steps: int = 0
     tower_batch: int = 32
     tower_max_s: float | None = None
@@ -128,6 +131,8 @@ class RobotTrainConfig:
             )
         if not self.scene_weight >= 0:
             raise TrainError(f"scene_weight={self.scene_weight} must be >= 0")
+        if not 0 <= self.full_mask_share <= 1:
+            raise TrainError(f"full_mask_share={self.full_mask_share} must be in [0, 1]")
         if self.tower_steps < 0 or self.tower_batch < 1:
             raise TrainError(
                 f"tower_steps={self.tower_steps}, tower_batch={self.tower_batch}: must be "
@@ -197,12 +202,16 @@ class RobotTrainer:
     # ---- batches -------------------------------------------------------------------------
 
     def inputs(
-        self, data: RobotExamples, indices: list[int], rng: np.random.Generator, forcing: bool
+        self,
+        data: RobotExamples,
+        indices: list[int],
+        rng: np.random.Generator,
+        forcing: bool,
+        full_share: float = 0.0,
     ) -> dict[str, torch.Tensor]:
         batch = data.batch(indices, scene=self.scene_probe)
-        noisy, masks = draw_chunk_noise(
-            self.layout, batch["answer_ids"].numpy(), self.mask_id, rng, forcing
-        )
+        noisy, masks = draw_chunk_noise(self.layout, batch["answer_ids"].numpy(), self.mask_id,
+                                        rng, forcing, full_share)  # fmt: skip
         batch["noisy_ids"], batch["masks"] = torch.from_numpy(noisy), torch.from_numpy(masks)
         return {k: v.to(self.device) for k, v in batch.items()}
 
@@ -242,7 +251,8 @@ class RobotTrainer:
             epoch, k = divmod(step, per_epoch)
             indices = self.order(phase, epoch)[k * B : (k + 1) * B].tolist()
             rng = np.random.default_rng([self.config.seed, phase, step])
-            batch = self.inputs(self.train_set, indices, rng, forcing=teacher is not None)
+            batch = self.inputs(self.train_set, indices, rng, forcing=teacher is not None,
+                                full_share=self.config.full_mask_share)  # fmt: skip
             for group in optimizer.param_groups:
                 group["lr"] = cfg.lr_at(step)
             out = (
