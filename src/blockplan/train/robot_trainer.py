@@ -331,9 +331,10 @@ class RobotTrainer:
                           "elapsed_s": time.monotonic() - started})  # fmt: skip
         bar.close()
         model.eval()
+        layouts = len(np.unique(frames.task * (1 << 32) + frames.seed))  # (task, seed) pairs
         record: dict[str, Any] = {"scene": loss.item(), "steps": done,
                                   "planned_steps": cfg.tower_steps, "frames": len(frames),
-                                  "layouts": int(len(np.unique(frames.seed))),
+                                  "layouts": layouts,
                                   "stopped_early": stopped,
                                   "seconds": time.monotonic() - started}  # fmt: skip
         if self.val_set is not None:
@@ -605,7 +606,13 @@ def model_card(trainer: RobotTrainer, evaluation: dict[str, Any]) -> str:
         f"- Each phase: AdamW (0.9, 0.95, weight decay {cfg.weight_decay}), peak lr {cfg.lr}, "
         f"{cfg.warmup_steps} warm-up steps (at most the phase's length) then cosine to "
         f"{cfg.min_lr_ratio:.0%}, gradient "
-        f"clip {cfg.grad_clip}, batch {cfg.batch_size}, seed {cfg.seed}.",
+        f"clip {cfg.grad_clip}, batch {cfg.batch_size}, seed {cfg.seed}"
+        + (
+            f"; in both, {cfg.full_mask_share:.0%} of the training chunks are masked whole "
+            "instead (docs/ALGORITHMS.md §8.4)."
+            if cfg.full_mask_share
+            else "."
+        ),
         "",
     ]
     if evaluation:
