@@ -80,6 +80,15 @@ def main(out: Path, dry: bool) -> str:
         f"failures: {len(g['capture_failures'])}; forwards in the timed rounds: "
         f"{json.dumps(g['forwards_timed_rounds'])}",
         "",
+    ]
+    if big.get("interrupted"):
+        lines += [
+            f"**Cut short by its time limit** after {big.get('timed_rounds', 0)} of "
+            f"{m['iters']} timed rounds: the plan table holds the rounds that finished (none: "
+            "no plan table); the forwards by width ran first and are whole.",
+            "",
+        ]
+    lines += [
         "| strategy | forwards / plan | eager p50 ms | graphs p50 ms | graphs / eager | eager "
         "tok/s | graphs tok/s | identical | paper (H100, trained) |",
         "|---|---|---|---|---|---|---|---|---|",

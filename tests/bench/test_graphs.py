@@ -44,6 +44,49 @@ def test_bench_compare_graphs_report_and_the_gpu_bench_summary(tmp_path, capsys)
     assert main([*argv[:4], "--forward-reps", "0"]) == 2
 
 
+@pytest.mark.parametrize("stop_at_round", [1, 2])
+def test_bench_compare_graphs_cut_short_keeps_the_finished_rounds(
+    tmp_path, monkeypatch, stop_at_round
+):
+    """A time limit (SIGINT, KeyboardInterrupt) in the plan rounds still writes the JSON: the
+    forwards by width ran first, the finished rounds are summarised, and it says so."""
+    import blockplan.bench.graphs as graphs
+
+    calls = {"n": 0}
+    real = graphs.strategy_runner
+
+    def counting(planner, strategy):
+        run = real(planner, strategy)
+
+        def wrapped(obs):
+            calls["n"] += 1  # 2 runs a round: scaffold_spec on eager and on graphs
+            if calls["n"] > 2 * (stop_at_round - 1):
+                raise KeyboardInterrupt
+            return run(obs)
+
+        return wrapped
+
+    monkeypatch.setattr(graphs, "strategy_runner", counting)
+    out = tmp_path / "bench_big.json"
+    argv = ["bench", "--random-init", "test", "--compare-graphs", "--no-hf", "--iters", "3"]
+    argv += ["--warmup", "0", "--strategies", "scaffold_spec", "--forward-reps", "1"]
+    argv += ["--bandwidth-gbs", "20", "--threads", "1", "--json", str(out)]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True and report["timed_rounds"] == stop_at_round - 1
+    assert report["forward_ms_by_width"]["graphs"]["1"] > 0
+    if stop_at_round == 1:
+        assert report["variants"] == {"eager": {}, "graphs": {}}
+    else:
+        assert report["graphs_identical_tokens_fraction"] == {"scaffold_spec": 1.0}
+    spec = importlib.util.spec_from_file_location(
+        "report", REPO_ROOT / "scripts/gpu_bench_report.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert "Cut short by its time limit" in module.main(tmp_path, dry=True)
+
+
 @needs_cuda
 def test_gpu_bench_compare_graphs_captures_and_matches(tmp_path):
     out = tmp_path / "bench.json"

@@ -143,21 +143,38 @@ def run_graph_bench(
     inputs = [
         synthetic_input(planner.config, seed + i, planner.schema) for i in range(warmup + iters)
     ]
+    reference = planners["eager"]
+    # One forward per width first: the floor ratio is the cheapest number and the one a
+    # short GPU loan must not lose to the plan rounds running out of time.
+    P = reference.prompt_len
+    room = reference.cache.max_len - P
+    widths = [1, *(w for w in bucket_widths(reference.cache.max_len, backend.windows) if w <= room)]
+    say(f"bench graphs: one forward per width {widths} after {P} prompt slots, {reps} reps")
+    by_width = {v: forward_ms_by_width(p, widths, reps, P) for v, p in planners.items()}
     runs: dict[tuple[str, str], list[Run]] = {key: [] for key in runners}
     timed_from = None
-    for i, obs in enumerate(inputs):
-        say(f"bench graphs: round {i + 1}/{len(inputs)}" + (" (warm-up)" if i < warmup else ""))
-        if i == warmup:
-            timed_from = backend.stats.as_dict()  # the timed rounds' counts, below
-        order = ("eager", "graphs") if i % 2 == 0 else ("graphs", "eager")
-        for strategy in [*names, "rollouts_n1"]:
-            for variant in order:
-                if (variant, strategy) in runners:
-                    run = runners[(variant, strategy)](obs)
-                    if i >= warmup:
-                        runs[(variant, strategy)].append(run)
+    rounds_done = 0
+    try:
+        for i, obs in enumerate(inputs):
+            tag = " (warm-up)" if i < warmup else ""
+            say(f"bench graphs: round {i + 1}/{len(inputs)}{tag}")
+            if i == warmup:
+                timed_from = backend.stats.as_dict()  # the timed rounds' counts, below
+            order = ("eager", "graphs") if i % 2 == 0 else ("graphs", "eager")
+            for strategy in [*names, "rollouts_n1"]:
+                for variant in order:
+                    if (variant, strategy) in runners:
+                        run = runners[(variant, strategy)](obs)
+                        if i >= warmup:
+                            runs[(variant, strategy)].append(run)
+            rounds_done = i + 1 - warmup
+    except KeyboardInterrupt:  # a time limit: report the rounds that finished, and say so
+        rounds_done = max(rounds_done, 0)
+        say(f"bench graphs: interrupted after {rounds_done} timed round(s)")
+        for key in runs:
+            del runs[key][rounds_done:]
+    timed = names if rounds_done else []  # the strategies with a plan to summarise
     stats_total = backend.stats.as_dict()
-    reference = planners["eager"]
     A = len(reference.scaffold)
     trajectory = rollout_section(reference.scaffold)
     report: dict[str, Any] = {
@@ -176,18 +193,20 @@ def run_graph_bench(
         "variants": {},
         "graphs_latency_ratio_vs_eager": {},
         "graphs_identical_tokens_fraction": {},
+        "timed_rounds": rounds_done,
+        "interrupted": rounds_done < iters,
     }
     for variant in planners:
         per = {}
-        for strategy in names:
+        for strategy in timed:
             n = num_rollouts if strategy == "rollouts" else 1
             tokens = A + (n - 1) * (trajectory.end - trajectory.start)
             per[strategy] = summarize(runs[(variant, strategy)], float(tokens))
         report["variants"][variant] = per
     report["stage_ms_p50"] = {
-        variant: {s: stage_medians(runs[(variant, s)]) for s in names} for variant in planners
+        variant: {s: stage_medians(runs[(variant, s)]) for s in timed} for variant in planners
     }
-    for strategy in names:
+    for strategy in timed:
         eager = report["variants"]["eager"][strategy]["latency_ms"]["p50"]
         ours = report["variants"]["graphs"][strategy]["latency_ms"]["p50"]
         report["graphs_latency_ratio_vs_eager"][strategy] = round(ours / eager, 3)
@@ -197,7 +216,7 @@ def run_graph_bench(
             for a, b in pairs
         ]
         report["graphs_identical_tokens_fraction"][strategy] = float(np.mean(same))
-    if "rollouts" in names:
+    if "rollouts" in timed:
         report["rollouts_latency_ratio_vs_n1"] = {
             variant: round(
                 report["variants"][variant]["rollouts"]["latency_ms"]["p50"]
@@ -206,14 +225,9 @@ def run_graph_bench(
             )
             for variant in planners
         }
-    P = reference.prompt_len
-    room = reference.cache.max_len - P
-    widths = [1, *(w for w in bucket_widths(reference.cache.max_len, backend.windows) if w <= room)]
-    say(f"bench graphs: one forward per width {widths} after {P} prompt slots, {reps} reps")
-    by_width = {v: forward_ms_by_width(p, widths, reps, P) for v, p in planners.items()}
     report["forward_ms_by_width"] = {"past_slots": P, "batch": 1, **by_width}
     report["bandwidth_floor"] = bandwidth_floor(reference, widths, P, by_width, bandwidth_gbs)
-    if "scaffold_spec" in names:
+    if "scaffold_spec" in timed:
         report["scaffold_spec_projection"] = spec_projection(reference, report, by_width, widths)
     return report
 
