@@ -59,19 +59,19 @@ def planners():
 
 @contextlib.contextmanager
 def recorded_steps(executor):
-    """Every `executor.step` call's (inputs_embeds shape, past_kv's past length)."""
+    """Every dynamic-graph call's (inputs_embeds shape, past slots its mask reads)."""
     calls: list[tuple[tuple[int, ...], int]] = []
-    step = executor.step
+    step = executor.step_cached
 
-    def spy(embeds, positions, mask, past_kv):
-        calls.append((tuple(embeds.shape), past_kv.shape[4]))
-        return step(embeds, positions, mask, past_kv)
+    def spy(embeds, positions, mask, past, rows):
+        calls.append((tuple(embeds.shape), mask.shape[2] - embeds.shape[1]))
+        return step(embeds, positions, mask, past, rows)
 
-    executor.step = spy
+    executor.step_cached = spy
     try:
         yield calls
     finally:
-        executor.step = step
+        executor.step_cached = step
 
 
 def test_an_in_process_export_runs_the_dynamic_graph_alone(planners):
@@ -194,10 +194,12 @@ def test_rollouts_fork_the_prefix_and_each_row_is_its_own_decode(planners):
     np.testing.assert_array_equal(one.tokens[0], four.tokens[0])
 
 
-def test_streaming_auto_prefills_in_full_on_onnxruntime_with_the_same_tokens():
-    """Streaming reuses the eager decoder's K/V (torch only): under `auto` an onnxruntime
-    planner prefills in full each tick and still plans the streaming torch planner's tokens;
-    `on` is refused with the reason."""
+def test_onnxruntime_streams_and_plans_the_torch_planners_tokens(tmp_path):
+    """The dynamic graph writes pre-RoPE keys at any window and past, so an onnxruntime
+    planner streams under `auto` like the torch one: the same tokens tick by tick as the
+    torch planner and as full prefills on the same runner, the same frames reused. A legacy
+    export of static windows only cannot stream: `on` is refused with the reason."""
+    from blockplan.backends.step import StepBackend
     from blockplan.bench.stream_sequence import stream_observation
     from blockplan.planner.planner import PlannerSetupError
 
@@ -206,15 +208,37 @@ def test_streaming_auto_prefills_in_full_on_onnxruntime_with_the_same_tokens():
     torch_planner = Planner.random_init("test-stream", config, seed=2)
     assert torch_planner.streamer is not None  # an exactly streamable layout: auto streams
     ort = ort_twin(torch_planner)
-    assert ort.streamer is None and ort.vision_cache is None
+    assert ort.streamer is not None and ort.vision_cache is not None
+    full = ort_twin(torch_planner)
+    full.streamer = full.vision_cache = None  # the same runner, full prefills
     for tick in range(3):
         obs = stream_observation(config, tick)
         want = torch_planner.decode(obs, "scaffold_spec").result.tokens
         np.testing.assert_array_equal(ort.decode(obs, "scaffold_spec").result.tokens, want)
-    assert torch_planner.streamer.stats.streamed == 2  # the torch side did stream
+        np.testing.assert_array_equal(full.decode(obs, "scaffold_spec").result.tokens, want)
+    assert ort.streamer.stats.streamed == torch_planner.streamer.stats.streamed == 2
+    assert ort.streamer.stats.frames_reused == torch_planner.streamer.stats.frames_reused > 0
+    export_onnx(torch_planner.model, tmp_path, ort.cache.max_len, 1, (8, 64, 256), dynamic=False)
+    static = StepBackend(
+        "onnxruntime", torch_planner.model, _executor(tmp_path, torch_planner.model)
+    )
     on = with_backend(config.with_params({"frame_window.streaming": "on"}), "onnxruntime", 1)
-    with pytest.raises(PlannerSetupError, match="torch only"):
-        Planner(torch_planner.model, torch_planner.tokenizer, on, torch_planner.schema)
+    with pytest.raises(PlannerSetupError, match="cannot stream"):
+        Planner(
+            torch_planner.model, torch_planner.tokenizer, on, torch_planner.schema, backend=static
+        )
+
+
+def test_an_older_export_is_exported_again_or_refused(planners, tmp_path):
+    """A version-1 export (its dynamic graph takes the past K/V as one sliced input): a
+    folder's onnx/ of that version is not used (the planner exports in-process), and an
+    executor pointed at it directly says to re-export."""
+    reference, _ = planners
+    export_onnx(reference.model, tmp_path, reference.cache.max_len, 4, windows=())
+    sidecar = json.loads((tmp_path / SIDECAR).read_text())
+    (tmp_path / SIDECAR).write_text(json.dumps({**sidecar, "version": 1}))
+    with pytest.raises(ExportError, match="version 1.*re-export"):
+        _executor(tmp_path, reference.model)
 
 
 @pytest.fixture(scope="module")

@@ -62,8 +62,8 @@ def test_a_dynamic_forward_is_one_call_and_writes_the_same_pending_cache(planner
     torch.manual_seed(1)
     executor = dynamic_planner.runner.executor
     calls = []
-    step = executor.step
-    executor.step = lambda *args: calls.append(args[0].shape) or step(*args)
+    step = executor.step_cached
+    executor.step_cached = lambda *args: calls.append(args[0].shape) or step(*args)
     prompt = torch.randn(1, 300, c.hidden_size)
     window, rows = torch.randint(0, c.vocab_size, (1, 7)), torch.tensor([0, 3, 6])
     try:
@@ -76,7 +76,7 @@ def test_a_dynamic_forward_is_one_call_and_writes_the_same_pending_cache(planner
             logits.append(out)
             caches.append(cache)
     finally:
-        executor.step = step
+        executor.step_cached = step
     assert calls == [(1, 300, c.hidden_size), (1, 7, c.hidden_size)]  # no chunks, no padding
     for got, want in zip(logits[1], logits[0], strict=True):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

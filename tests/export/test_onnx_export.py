@@ -9,7 +9,12 @@ import pytest
 import torch
 
 from blockplan.decoding.kv_cache import KVCache
-from blockplan.export.graphs import DecoderStep, VisionFrame, adaptive_pool_matrix
+from blockplan.export.graphs import (
+    CachedDecoderStep,
+    DecoderStep,
+    VisionFrame,
+    adaptive_pool_matrix,
+)
 from blockplan.export.onnx_export import (
     DYNAMIC_FILE,
     ExportError,
@@ -126,28 +131,47 @@ def test_onnx_step_matches_torch_step_at_batch_one_and_three(exported):
 
 
 def test_the_dynamic_step_graph_runs_any_window_past_and_batch(exported):
-    """`decoder_dynamic.onnx`: symbolic window and past; the torch step's numbers at each."""
+    """`decoder_dynamic.onnx` (written node by node, export/ort_step.py): symbolic batch,
+    window and past, the cache read in place; `CachedDecoderStep`'s numbers at each shape,
+    whatever the cache holds beyond the past (those slots are never attended to)."""
     model, folder, sidecar = exported
     entry = sidecar["dynamic"]["decoder"]
     assert entry["file"] == DYNAMIC_FILE
-    assert entry["inputs"]["past_kv"]["shape"] == [2, 2, "batch", 2, "past", 8]
-    assert entry["inputs"]["attention_mask"]["shape"] == ["batch", "window", "keys"]
-    session = ort.InferenceSession(str(folder / DYNAMIC_FILE))
-    step = DecoderStep(model.decoder)
     c = model.config.decoder
-    names = ("inputs_embeds", "positions", "attention_mask", "past_kv")
-    for batch, window, past in ((1, 1, 0), (1, 5, 9), (3, 11, 13), (2, 24, 0)):
-        mask = torch.ones(batch, window, past + window, dtype=torch.bool)
-        mask[:, :, past:] = causal_mask(window)
+    hkv, d = c.num_key_value_heads, c.dim_per_head
+    assert entry["inputs"]["past_k_0"]["shape"] == ["batch", hkv, "slots", d]
+    assert entry["inputs"]["attention_mask"]["shape"] == ["batch", "window", "keys"]
+    assert entry["outputs"]["logits"]["shape"] == ["batch", "picked", c.vocab_size]
+    session = ort.InferenceSession(str(folder / DYNAMIC_FILE))
+    step = CachedDecoderStep(model.decoder)
+    gen = torch.Generator().manual_seed(0)
+    for batch, window, past, slots in ((1, 1, 0, 24), (1, 5, 9, 9), (3, 11, 13, 24), (2, 24, 0, 3)):
+        mask = torch.rand(batch, window, past + window, generator=gen) < 0.7
+        mask[:, :, past:] = causal_mask(window)  # every row sees itself
+        cached = tuple(
+            torch.randn(batch, hkv, slots, d, generator=gen) * 30  # large: a leak would show
+            for _ in range(2 * c.num_hidden_layers)
+        )
+        rows = torch.tensor(sorted({0, window // 2, window - 1}))
         args = (
-            torch.randn(batch, window, c.hidden_size),
+            torch.randn(batch, window, c.hidden_size, generator=gen),
             torch.arange(past, past + window).expand(batch, window).contiguous(),
             mask,
-            torch.randn(c.num_hidden_layers, 2, batch, c.num_key_value_heads, past, c.dim_per_head),
+            cached,
+            rows,
         )
-        got = session.run(None, {n: a.numpy() for n, a in zip(names, args, strict=True)})
+        names = ("inputs_embeds", "positions", "attention_mask")
+        feeds = {n: a.numpy() for n, a in zip(names, args[:3], strict=True)}
+        feeds["logit_rows"] = rows.numpy()
+        for i in range(c.num_hidden_layers):
+            feeds[f"past_k_{i}"], feeds[f"past_v_{i}"] = (
+                cached[2 * i].numpy(),
+                cached[2 * i + 1].numpy(),
+            )
+        got = session.run(None, feeds)
         with torch.no_grad():
             want = step(*args)
+        assert got[0].shape == (batch, len(rows), c.vocab_size)
         for g, w in zip(got, want, strict=True):
             torch.testing.assert_close(torch.from_numpy(g), w, atol=1e-4, rtol=1e-4)
 

@@ -56,6 +56,7 @@ class TorchBackend:
     are small CPU tensors and move there per call; the K/V cache and logits live there."""
 
     name = "torch"
+    streams = True  # the streaming prefill runs on it (streaming/prefill.py)
 
     def __init__(self, model: PlannerModel) -> None:
         self.model = model

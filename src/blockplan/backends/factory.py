@@ -16,7 +16,7 @@ from pathlib import Path
 from blockplan.backends.base import Backend, TorchBackend
 from blockplan.backends.step import StepBackend
 from blockplan.errors import UserError
-from blockplan.export.onnx_export import SIDECAR, export_onnx, model_sha256
+from blockplan.export.onnx_export import SIDECAR, VERSION, export_onnx, model_sha256
 from blockplan.model.planner_model import PlannerModel
 
 ONNX_SUBDIR = "onnx"
@@ -79,6 +79,8 @@ def _matching_export(
         return None
     sidecar = json.loads((folder / ONNX_SUBDIR / SIDECAR).read_text())
     if sidecar.get("model_sha256") != sha or sidecar.get("max_len") != max_len:
+        return None
+    if sidecar.get("version", 1) < VERSION:  # an older dynamic graph: export anew
         return None
     exported = set((sidecar.get("flow_head") or {}).get("batches", ()))
     if not set(flow_batches) <= exported:  # a flow head's graph for each batch it runs at

@@ -8,7 +8,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from blockplan.export.onnx_export import DYNAMIC_FILE, SIDECAR, ExportError, read_sidecar
+from blockplan.export.onnx_export import (
+    DYNAMIC_FILE,
+    SIDECAR,
+    VERSION,
+    ExportError,
+    read_sidecar,
+)
 
 
 class OrtExecutor:
@@ -38,6 +44,14 @@ class OrtExecutor:
         graphs = self.sidecar["graphs"]
         self.vision_session = session(graphs["vision"]["file"])
         dynamic = self.sidecar.get("dynamic", {}).get("decoder")
+        if dynamic is not None and self.sidecar.get("version", 1) < VERSION:
+            if not self.windows:
+                raise ExportError(
+                    f"{folder / SIDECAR}: version {self.sidecar.get('version', 1)} export, whose "
+                    f"{DYNAMIC_FILE} this blockplan no longer runs; re-export with "
+                    "`blockplan export`"
+                )
+            dynamic = None  # an older dynamic graph: run the static windows, padded
         # With the dynamic graph every forward is one call at its exact shape (StepBackend);
         # folders exported before it run the static windows, padded.
         self.dynamic = dynamic is not None
@@ -47,6 +61,8 @@ class OrtExecutor:
                 "window); re-export with `blockplan export`"
             )
         self.dynamic_session = session(dynamic["file"]) if dynamic else None
+        layers = int(self.sidecar.get("decoder", {}).get("num_layers", 0))
+        self.past_names = tuple(f"past_{kv}_{i}" for i in range(layers) for kv in ("k", "v"))
         windows = () if self.dynamic else self.windows
         self.step_sessions = {w: session(graphs[f"decoder_w{w}"]["file"]) for w in windows}
         flow = self.sidecar.get("flow_head") or {}
@@ -72,16 +88,30 @@ class OrtExecutor:
         return torch.from_numpy(velocity)
 
     def step(self, inputs_embeds, positions, attention_mask, past_kv):
+        """A static window graph (padded by StepBackend)."""
         W = inputs_embeds.shape[1]
-        run = self.dynamic_session.run if self.dynamic else self.step_sessions[W].run
         feeds = {
             "inputs_embeds": _numpy(inputs_embeds),
             "positions": _numpy(positions),
             "attention_mask": _numpy(attention_mask),
             "past_kv": _numpy(past_kv),
         }
-        logits, new_kv, new_raw = run(None, feeds)
+        logits, new_kv, new_raw = self.step_sessions[W].run(None, feeds)
         return torch.from_numpy(logits), torch.from_numpy(new_kv), torch.from_numpy(new_raw)
+
+    def step_cached(self, inputs_embeds, positions, attention_mask, past, logit_rows):
+        """The dynamic graph (`export/ort_step.py`); `past` holds each layer's cached keys
+        and values (B, Hkv, M, D), k then v, handed over in place (contiguous float32).
+        Returns numpy arrays."""
+        feeds = {
+            "inputs_embeds": _numpy(inputs_embeds),
+            "positions": _numpy(positions),
+            "attention_mask": _numpy(attention_mask),
+            "logit_rows": _numpy(logit_rows),
+        }
+        for i, name in enumerate(self.past_names):
+            feeds[name] = _numpy(past[i])
+        return self.dynamic_session.run(None, feeds)  # logits, new_kv, new_raw (numpy)
 
     def vision(self, image, camera_index, frame_index):
         feeds = {
@@ -93,6 +123,8 @@ class OrtExecutor:
         return torch.from_numpy(tokens)
 
 
-def _numpy(t: torch.Tensor) -> np.ndarray:
+def _numpy(t: torch.Tensor | np.ndarray) -> np.ndarray:
     """A C-contiguous numpy view (a copy only where the tensor is strided)."""
+    if isinstance(t, np.ndarray):
+        return t if t.flags.c_contiguous else np.ascontiguousarray(t)
     return t.detach().contiguous().numpy()

@@ -2,8 +2,9 @@
 
 Bookkeeping only — the executor runs the graphs. With the dynamic-shape graph (ONNX Runtime,
 `executor.dynamic`) a forward of S new tokens against a `KVCache` holding `past` committed
-slots is one call at exactly those shapes. With static-shape graphs (TensorRT, and exports
-that predate the dynamic graph) it becomes one or more graph calls:
+slots is one call at exactly those shapes: the graph reads the cache buffer in place and
+computes only the logit rows the engine asks for. With static-shape graphs (TensorRT, and
+exports that predate the dynamic graph) it becomes one or more graph calls:
 
 * chunks: the S tokens are cut into chunks of at most max(W) tokens, each ending where no
   row of the chunk attends to a later token (so the prompt's frames, which see their whole
@@ -24,10 +25,11 @@ from __future__ import annotations
 import bisect
 from typing import Protocol
 
+import numpy as np
 import torch
 
 from blockplan.decoding.kv_cache import KVCache
-from blockplan.export.graphs import DecoderStep, VisionFrame
+from blockplan.export.graphs import CachedDecoderStep, DecoderStep, VisionFrame
 from blockplan.model.config import DecoderConfig
 from blockplan.model.masks import causal_mask
 from blockplan.model.planner_model import PlannerModel
@@ -38,7 +40,20 @@ class StepExecutor(Protocol):
 
     windows: tuple[int, ...]  # exported W, ascending
     max_len: int  # L
-    dynamic: bool  # `step` takes any W and past L (one call per forward, no padding)
+    dynamic: bool  # `step_cached` runs any W and past (one call per forward, no padding)
+
+    def step_cached(
+        self,
+        inputs_embeds: torch.Tensor,  # (B, W, Hd)
+        positions: torch.Tensor,  # (B, W) int64
+        attention_mask: torch.Tensor,  # (B, W, past + W) bool
+        past: tuple[np.ndarray, ...],  # 2N: layer i's keys, values (B, Hkv, M, D), M >= past
+        logit_rows: np.ndarray,  # (R,) int64
+    ) -> tuple[np.ndarray | torch.Tensor, ...]:
+        """The dynamic graph (`export/ort_step.py`): logits (B, R, V), new_kv
+        (B, 2N·Hkv, W, D), new_raw_keys (B, N·Hkv, W, D), as numpy arrays or CPU tensors.
+        Slots of `past` beyond the mask's past columns are never attended to."""
+        ...
 
     def step(
         self,
@@ -47,7 +62,8 @@ class StepExecutor(Protocol):
         attention_mask: torch.Tensor,  # (B, W, L + W) bool
         past_kv: torch.Tensor,  # (N, 2, B, Hkv, L, D)
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """logits (B, W, V), new_kv (N, 2, B, Hkv, W, D), new_raw_keys (N, B, Hkv, W, D)."""
+        """A static window: logits (B, W, V), new_kv (N, 2, B, Hkv, W, D), new_raw_keys
+        (N, B, Hkv, W, D)."""
         ...
 
     def vision(
@@ -66,11 +82,18 @@ class TorchGraphExecutor:
     ) -> None:
         self.windows, self.max_len, self.dynamic = tuple(sorted(windows)), max_len, dynamic
         self.decoder_step = DecoderStep(model.decoder).eval()
+        self.cached_step = CachedDecoderStep(model.decoder).eval()
         self.vision_frame = VisionFrame(model.visual).eval()
 
     @torch.no_grad()
     def step(self, inputs_embeds, positions, attention_mask, past_kv):
         return self.decoder_step(inputs_embeds, positions, attention_mask, past_kv)
+
+    @torch.no_grad()
+    def step_cached(self, inputs_embeds, positions, attention_mask, past, logit_rows):
+        past = tuple(torch.as_tensor(t) for t in past)  # numpy views: shared, not copied
+        rows = torch.as_tensor(logit_rows)
+        return self.cached_step(inputs_embeds, positions, attention_mask, past, rows)
 
     @torch.no_grad()
     def vision(self, image, camera_index, frame_index):
@@ -84,9 +107,16 @@ class StepBackend:
         self.name = name
         self.model = model
         self.executor = executor
+        # the streaming prefill runs forwards of any window against any past and reads the
+        # pre-RoPE keys back: the dynamic graph does both, padded static windows do not
+        self.streams = bool(executor.dynamic)
         self.dtype = model.decoder.lm_head.weight.dtype
         c = model.config.decoder
         self.scratch = KVCache.for_model(c, executor.max_len, 1, self.dtype)
+        self._views_key: tuple | None = None
+        self._views: tuple[np.ndarray, ...] = ()
+        self._np_key: torch.Tensor | None = None
+        self._np: tuple[np.ndarray, np.ndarray] = ()
 
     @property
     def decoder_config(self) -> DecoderConfig:
@@ -159,15 +189,19 @@ class StepBackend:
         mask = mask.expand(B, S, past + S)  # (B, S, past + S)
         cache.write_positions(positions)
         if self.executor.dynamic:
-            out = self.run_whole(x, positions, mask, cache, past).to(self.dtype)  # (B, S, V)
-        else:
-            logits = []
-            c0 = 0
-            for c1 in self.chunk_ends(mask, past):
-                logits.append(self.run_chunk(x, positions, mask, cache, past, c0, c1))
-                c0 = c1
-            out = torch.cat(logits, dim=1).to(self.dtype)  # (B, S, V)
-        if logit_rows is not None:  # the graphs compute every row's logits
+            if logit_rows is None:
+                start = 0 if num_logits is None else S - num_logits
+                rows = np.arange(start, S)
+            else:
+                rows = logit_rows.numpy().astype(np.int64, copy=False)
+            return self.run_whole(x, positions, mask, cache, past, rows)  # (B, R, V)
+        logits = []
+        c0 = 0
+        for c1 in self.chunk_ends(mask, past):
+            logits.append(self.run_chunk(x, positions, mask, cache, past, c0, c1))
+            c0 = c1
+        out = torch.cat(logits, dim=1).to(self.dtype)  # (B, S, V)
+        if logit_rows is not None:  # the static graphs compute every row's logits
             return out[:, logit_rows]
         return out if num_logits is None else out[:, S - num_logits :]
 
@@ -191,15 +225,57 @@ class StepBackend:
             c0 = c1
         return ends
 
-    def run_whole(self, x, positions, mask, cache: KVCache, past: int):
+    def run_whole(self, x, positions, mask, cache: KVCache, past: int, rows: np.ndarray):
         """One call of the dynamic graph for all S new tokens against the `past` cached
-        slots; returns their logits (B, S, V)."""
+        slots; returns the logits (B, R, V) of window rows `rows`."""
         B, S = x.shape[0], x.shape[1]
-        past_kv = cache.kv[:, :, :B, :, :past]  # (N, 2, B, Hkv, past, D)
-        logits, new_kv, new_raw = self.executor.step(x.float(), positions, mask, past_kv.float())
-        cache.kv[:, :, :B, :, past : past + S] = new_kv
-        cache.raw_keys[:, :B, :, past : past + S] = new_raw
-        return logits
+        logits, new_kv, new_raw = self.executor.step_cached(
+            x if x.dtype == torch.float32 else x.float(),
+            positions,
+            mask,
+            self.cache_views(cache, B, past),
+            rows,
+        )
+        N, _, _, Hkv, _, D = cache.kv.shape
+        # (B, 2N·Hkv, S, D) / (B, N·Hkv, S, D) into the cache's (N, 2, B, Hkv, S, D) /
+        # (N, B, Hkv, S, D) slots: numpy copies into the cache's memory
+        new_kv = np.asarray(new_kv).reshape(B, N, 2, Hkv, S, D).transpose(1, 2, 0, 3, 4, 5)
+        new_raw = np.asarray(new_raw).reshape(B, N, Hkv, S, D).transpose(1, 0, 2, 3, 4)
+        if cache.kv.dtype == torch.float32:
+            kv, raw = self._cache_np(cache)
+            kv[:, :, :B, :, past : past + S] = new_kv
+            raw[:, :B, :, past : past + S] = new_raw
+        else:
+            cache.kv[:, :, :B, :, past : past + S] = torch.from_numpy(new_kv.copy())
+            cache.raw_keys[:, :B, :, past : past + S] = torch.from_numpy(new_raw.copy())
+        logits = torch.as_tensor(logits)
+        return logits if logits.dtype == self.dtype else logits.to(self.dtype)
+
+    def _cache_np(self, cache: KVCache) -> tuple[np.ndarray, np.ndarray]:
+        """numpy views of the cache's kv and raw_keys buffers (made once per cache)."""
+        if self._np_key is not cache.kv:
+            self._np = (cache.kv.numpy(), cache.raw_keys.numpy())
+            self._np_key = cache.kv
+        return self._np
+
+    def cache_views(self, cache: KVCache, batch: int, past: int) -> tuple[np.ndarray, ...]:
+        """Layer by layer the keys and values of rows [0, batch), (B, Hkv, M, D) each: numpy
+        views of the cache's memory, never copies. Where the first `past` slots are
+        contiguous on their own (one row, one KV head) the views stop there; otherwise they
+        span every slot (the graph masks the slots past `past`), since a strided slice would
+        be copied. A cache of another dtype is converted per call."""
+        if cache.kv.dtype != torch.float32:
+            kv = cache.kv[:, :, :batch, :, :past].float().numpy()
+            return tuple(kv[i, j] for i in range(kv.shape[0]) for j in (0, 1))
+        key = (id(cache), cache.kv.data_ptr(), batch)
+        if self._views_key != key:
+            kv = cache.kv.numpy()  # shares the tensor's memory
+            self._views = tuple(kv[i, j, :batch] for i in range(kv.shape[0]) for j in (0, 1))
+            self._views_key = key
+        views = self._views
+        if views[0].shape[0] * views[0].shape[1] == 1:  # (1, 1, M, D): a prefix is contiguous
+            return tuple(v[:, :, :past] for v in views)
+        return views
 
     def run_chunk(self, x, positions, mask, cache: KVCache, past: int, c0: int, c1: int):
         """One graph call for new tokens [c0, c1); returns their logits (B, n, V)."""

@@ -8,8 +8,10 @@ Two measurements, both taken in the bench run itself so they see the same machin
 * this CPU's matmul throughput at the model's own shapes: a short GEMM micro-benchmark of
   (S, W) @ (W, N) for the decoder's projection widths N (q/k/v, o, gate/up, down, LM head) at
   the window widths a plan runs (S = block size and the prompt length), with the bench's
-  thread count. The best of the measured shapes is the attainable rate; a plan whose every
-  matmul ran at that rate would take `flops / rate`.
+  thread count, on every GEMM library the planner can run on: torch's (MKL / oneDNN) and,
+  where it is installed, ONNX Runtime's (MLAS; on some CPUs the faster of the two). The best
+  of all measured shapes and libraries is the attainable rate; a plan whose every matmul ran
+  at that rate would take `flops / rate`.
 
 `compute_floor_ms` is that time and `compute_floor_ratio` = measured latency / floor: 1.0 would
 mean no time outside the arithmetic; the rest is per-op overhead (Python, dispatch, small
@@ -21,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -78,6 +81,56 @@ def gemm_throughput(
             reps += 1
             elapsed = time.perf_counter() - t0
         rates.append(2.0 * s * k * n * reps / elapsed)
+    rates.sort()
+    return {"best_flops_per_s": rates[-1], "median_flops_per_s": rates[len(rates) // 2]}
+
+
+def onnxruntime_gemm_throughput(
+    config: DecoderConfig,
+    rows: tuple[int, ...],
+    min_seconds: float = 0.02,
+    repeats: int = 8,
+) -> dict[str, float] | None:
+    """`gemm_throughput` for ONNX Runtime's CPU MatMul (float32, one intra-op thread per
+    torch thread), or None without onnxruntime. Each call runs `repeats` MatMul nodes on the
+    same input, so the per-call overhead is spread as it is over a decoder graph's nodes."""
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        return None
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    rng = np.random.default_rng(0)
+    rates = []
+    for s, k, n in gemm_shapes(config, rows):
+        weight = numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32), "w")
+        nodes = [helper.make_node("MatMul", ["a", "w"], [f"y{i}"]) for i in range(repeats)]
+        graph = helper.make_graph(
+            nodes,
+            "gemm",
+            [helper.make_tensor_value_info("a", TensorProto.FLOAT, [s, k])],
+            [
+                helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [s, n])
+                for i in range(repeats)
+            ],
+            [weight],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = min(model.ir_version, 9)
+        session = ort.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        feeds = {"a": rng.standard_normal((s, k)).astype(np.float32)}
+        session.run(None, feeds)
+        calls, elapsed = 0, 0.0
+        t0 = time.perf_counter()
+        while elapsed < min_seconds:
+            session.run(None, feeds)
+            calls += 1
+            elapsed = time.perf_counter() - t0
+        rates.append(2.0 * s * k * n * repeats * calls / elapsed)
     rates.sort()
     return {"best_flops_per_s": rates[-1], "median_flops_per_s": rates[len(rates) // 2]}
 

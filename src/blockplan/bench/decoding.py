@@ -15,7 +15,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from blockplan.bench.compute_floor import count_flops, floor_report, gemm_throughput
+from blockplan.bench.compute_floor import (
+    count_flops,
+    floor_report,
+    gemm_throughput,
+    onnxruntime_gemm_throughput,
+)
 from blockplan.decoding.strategies import rollout_section
 from blockplan.planner.planner import Planner
 from blockplan.planner.synthetic import synthetic_input
@@ -23,6 +28,7 @@ from blockplan.schema import ScaffoldParseError
 from blockplan.types import Observation, RobotObservation
 
 Progress = Callable[[str], None]
+FLOOR_BACKENDS = ("torch", "onnxruntime")  # the CPU backends `add_compute_floor` measures
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
@@ -161,7 +167,8 @@ def run_bench(
 
     Strategies run round-robin on each input, so load drift on a shared machine hits them
     alike; `warmup` untimed rounds come first. `with_floor` adds each strategy's compute
-    floor (bench/compute_floor.py) for the torch backend on a CPU. The inputs are
+    floor (bench/compute_floor.py) for a backend on the CPU (torch or onnxruntime). The
+    inputs are
     independent synthetic observations, or the first `warmup + iters` of `sequence`
     (consecutive observations, e.g. `replay.observations.bag_observations` of the bag
     `source`), which each strategy plans in order, drafting from its own previous answer.
@@ -240,7 +247,7 @@ def run_bench(
     if planner.flow is not None:
         say("bench: flow head, cached vs uncached schedule")
         report["flow_head"] = flow_head_report(planner, inputs[warmup:] or inputs, num_rollouts)
-    if with_floor and planner.device.type == "cpu" and planner.runner.name == "torch":
+    if with_floor and planner.device.type == "cpu" and planner.runner.name in FLOOR_BACKENDS:
         say("bench: compute floor (GEMM throughput, FLOPs per plan)")
         if sequence is None:
             add_compute_floor(report, planner, strategies, inputs[0])
@@ -328,25 +335,42 @@ def add_compute_floor(
 ) -> None:
     """`strategies.<name>.compute_floor_ms` / `.compute_floor_ratio` and the measured GEMM
     rate: FLOPs counted on one untimed plan (drafting from `hints[name]`, else cold),
-    against this CPU's matmul throughput now."""
+    against this CPU's best matmul throughput now, over torch's GEMMs and ONNX Runtime's.
+    A non-torch runner's plan is counted on a torch twin of the planner (the same weights
+    and config): the same tokens, hence the same forwards at the same shapes."""
     mc = planner.model.config
-    rate = gemm_throughput(mc.decoder, (mc.block_size, planner.prompt_len), planner.dtype)
+    rows = (mc.block_size, planner.prompt_len)
+    rate = gemm_throughput(mc.decoder, rows, planner.dtype)
+    best = {"torch": rate}
+    if planner.dtype == torch.float32:
+        ort_rate = onnxruntime_gemm_throughput(mc.decoder, rows)
+        if ort_rate is not None:
+            best["onnxruntime"] = ort_rate
+    library = max(best, key=lambda name: best[name]["best_flops_per_s"])
     report["gemm"] = {
-        "best_gflops_per_s": round(rate["best_flops_per_s"] / 1e9, 2),
-        "median_gflops_per_s": round(rate["median_flops_per_s"] / 1e9, 2),
+        "best_gflops_per_s": round(best[library]["best_flops_per_s"] / 1e9, 2),
+        "median_gflops_per_s": round(best[library]["median_flops_per_s"] / 1e9, 2),
+        "library": library,
+        "by_library": {name: round(r["best_flops_per_s"] / 1e9, 2) for name, r in best.items()},
         "threads": torch.get_num_threads(),
     }
     hints = hints or {}
+    counted = planner
+    if planner.runner.name != "torch":
+        config = planner.config.with_params({"model.backend": "torch"})
+        counted = Planner(planner.model, planner.tokenizer, config, planner.schema)
 
     def plan(name: str) -> None:
-        planner.reset_stream()
-        planner.previous_answer = hints.get(name)
-        planner.decode(obs, name)
+        counted.reset_stream()
+        counted.previous_answer = hints.get(name)
+        counted.decode(obs, name)
 
     for name in strategies:
         flops = count_flops(lambda name=name: plan(name))
         entry = report["strategies"][name]
-        entry.update(floor_report(flops, entry["latency_ms"]["p50"], rate["best_flops_per_s"]))
+        entry.update(
+            floor_report(flops, entry["latency_ms"]["p50"], best[library]["best_flops_per_s"])
+        )
 
 
 def device_name(device: torch.device) -> str:

@@ -97,6 +97,17 @@ class DecoderStep(nn.Module):
         attention_mask: torch.Tensor,
         past_kv: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        hidden, new_kv, new_raw = self.layers(inputs_embeds, positions, attention_mask, past_kv)
+        return self.decoder.lm_head(hidden), new_kv, new_raw  # logits (B, W, V)
+
+    def layers(
+        self,
+        inputs_embeds: torch.Tensor,
+        positions: torch.Tensor,
+        attention_mask: torch.Tensor,
+        past_kv: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The final-norm hidden states (B, W, Hd), new_kv and new_raw_keys."""
         x = inputs_embeds  # (B, W, Hd)
         B, W, _ = x.shape
         H, Hkv, D = self.num_heads, self.num_kv_heads, self.head_dim
@@ -125,9 +136,8 @@ class DecoderStep(nn.Module):
                 layer.post_attention_layernorm(x), mlp.gate_proj, mlp.up_proj
             ).chunk(2, dim=-1)
             x = x + mlp.down_proj(torch.nn.functional.silu(gate) * up)
-        logits = self.decoder.lm_head(self.decoder.model.norm(x))  # (B, W, V)
         new_kv = torch.stack([torch.stack(new_k), torch.stack(new_v)], dim=1)
-        return logits, new_kv, torch.stack(new_raw)
+        return self.decoder.model.norm(x), new_kv, torch.stack(new_raw)
 
     def attend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
@@ -142,6 +152,48 @@ class DecoderStep(nn.Module):
         scores = scores.view(B, kv_heads, groups, W, -1) + bias[:, :, None]
         probs = torch.softmax(scores, dim=-1).view(B, kv_heads, groups * W, -1)
         return (probs @ v).view(B, H, W, D)  # (B, H, W, D)
+
+
+class CachedDecoderStep(nn.Module):
+    """The maths of the dynamic-shape decoder step ONNX Runtime runs (`decoder_dynamic.onnx`,
+    written node by node in `export/ort_step.py`, whose docstring gives the signature):
+    `DecoderStep` reading the engine's cache in place and computing only the logits the
+    engine asks for. The reference that graph is tested against, and what
+    `TorchGraphExecutor` runs in its place.
+
+    Inputs: inputs_embeds (B, W, Hd), positions (B, W) int64, attention_mask (B, W, L) bool
+    over the past slots then the window (L = past + W: the engine's own mask), past: per
+    layer its cached keys then values, (B, Hkv, M, D) each with M >= past slots (slots
+    [0, past) are attended to), logit_rows (R,) int64 window positions.
+    Outputs: logits (B, R, V), new_kv (B, 2N·Hkv, W, D), new_raw_keys (B, N·Hkv, W, D).
+    """
+
+    def __init__(self, decoder: Decoder) -> None:
+        super().__init__()
+        self.step = DecoderStep(decoder)
+
+    def forward(
+        self,
+        inputs_embeds: torch.Tensor,
+        positions: torch.Tensor,
+        attention_mask: torch.Tensor,
+        past: tuple[torch.Tensor, ...],
+        logit_rows: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        B, W = inputs_embeds.shape[0], inputs_embeds.shape[1]
+        P = attention_mask.shape[2] - W
+        layers = [
+            torch.stack([past[2 * i][:, :, :P], past[2 * i + 1][:, :, :P]])
+            for i in range(len(past) // 2)
+        ]
+        hidden, new_kv, new_raw = self.step.layers(
+            inputs_embeds, positions, attention_mask, torch.stack(layers)
+        )
+        logits = self.step.decoder.lm_head(hidden.index_select(1, logit_rows))  # (B, R, V)
+        D = new_kv.shape[-1]
+        new_kv = new_kv.permute(2, 0, 1, 3, 4, 5).reshape(B, -1, W, D)  # (B, 2N·Hkv, W, D)
+        new_raw = new_raw.permute(1, 0, 2, 3, 4).reshape(B, -1, W, D)  # (B, N·Hkv, W, D)
+        return logits, new_kv, new_raw
 
 
 def _stacked(x: torch.Tensor, *linears: nn.Linear) -> torch.Tensor:

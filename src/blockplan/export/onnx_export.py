@@ -1,13 +1,15 @@
 """Write a planner model as ONNX graphs with static shapes, plus a JSON sidecar.
 
 An export folder holds `vision.onnx` (one frame), one `decoder_w{W}.onnx` per window size W
-(the same `DecoderStep` graph at several static widths), `decoder_dynamic.onnx` (the same
-graph with symbolic window and past: what ONNX Runtime runs, `DYNAMIC_FILE`), for a
+(the same `DecoderStep` graph at several static widths), `decoder_dynamic.onnx` (the decoder
+step with symbolic batch, window and past, written node by node by `export/ort_step.py`: it
+reads the engine's whole cache buffer and computes only the logit rows asked for; what ONNX
+Runtime runs, `DYNAMIC_FILE`), for a
 flow-head model one `flow_b{B}.onnx` per batch size (B = 1 and `max_batch`: one plan and
 the rollouts; the head's velocity over the prefix K/V padded to L slots,
 docs/ALGORITHMS.md §7.1) and `export.json`:
 
-    {"format": "blockplan-onnx", "opset": 17, "model_sha256": "...", "max_len": L,
+    {"format": "blockplan-onnx", "version": 2, "opset": 17, "model_sha256": "...", "max_len": L,
      "max_batch": B, "windows": [8, 32, 96, 256], "graphs": {name: {file, sha256, inputs,
      outputs}}, ...}
 
@@ -31,13 +33,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from blockplan.errors import UserError
 from blockplan.export.graphs import DecoderStep, VisionFrame
+from blockplan.export.ort_step import build_step_graph
 from blockplan.model.planner_model import PlannerModel
 
 FORMAT = "blockplan-onnx"
+# 2: the dynamic decoder graph reads the whole cache buffer and takes logit rows
+# (`export/ort_step.py`); version-1 folders carry the older dynamic graph and are re-exported.
+VERSION = 2
 SIDECAR = "export.json"
 VISION_FILE = "vision.onnx"
 DEFAULT_WINDOWS = (8, 16, 32, 48, 64, 96, 256)
@@ -58,19 +65,10 @@ def decoder_file(window: int) -> str:
     return f"decoder_w{window}.onnx"
 
 
-# The decoder step with symbolic window, past and batch (`dynamic.decoder` in the sidecar):
+# The decoder step with symbolic batch, window and past (`dynamic.decoder` in the sidecar):
 # one call per forward at its exact shape, no padding, attention over the past slots only.
 # ONNX Runtime runs it; TensorRT builds its engines from the static `graphs` only.
 DYNAMIC_FILE = "decoder_dynamic.onnx"
-DYNAMIC_AXES = {
-    "inputs_embeds": {0: "batch", 1: "window"},
-    "positions": {0: "batch", 1: "window"},
-    "attention_mask": {0: "batch", 1: "window", 2: "keys"},
-    "past_kv": {2: "batch", 4: "past"},
-    "logits": {0: "batch", 1: "window"},
-    "new_kv": {2: "batch", 4: "window"},
-    "new_raw_keys": {1: "batch", 3: "window"},
-}
 
 
 def model_sha256(model: PlannerModel) -> str:
@@ -222,12 +220,12 @@ def export_onnx(
             }
     extra: dict[str, Any] = {}
     if dynamic:
-        args = step_example(model, max(1, min(windows, default=8)), max_len)
-        _export(step, args, folder / DYNAMIC_FILE, STEP_INPUTS, STEP_OUTPUTS, opset, DYNAMIC_AXES)
+        graph = build_step_graph(model.decoder, max_len, opset)
+        onnx.save(graph, str(folder / DYNAMIC_FILE))
         extra["decoder"] = {
             "file": DYNAMIC_FILE,
-            "inputs": _symbolic(STEP_INPUTS, args),
-            "outputs": _symbolic(STEP_OUTPUTS, step(*args)),
+            "inputs": _value_infos(graph.graph.input),
+            "outputs": _value_infos(graph.graph.output),
         }
     for entry in (*graphs.values(), *extra.values()):
         path = folder / entry["file"]
@@ -237,7 +235,7 @@ def export_onnx(
     c = model.config.decoder
     sidecar = {
         "format": FORMAT,
-        "version": 1,
+        "version": VERSION,
         "source": source,
         "model_sha256": model_sha256(model),
         "opset": opset,
@@ -279,14 +277,16 @@ def export_onnx(
     return sidecar
 
 
-def _symbolic(names: Sequence[str], tensors: Sequence[torch.Tensor]) -> dict:
-    """`_shapes` of the dynamic step: its symbolic axes by name."""
+def _value_infos(values) -> dict:
+    """{name: {shape (symbolic axes by name), dtype}} of a graph's inputs or outputs."""
+    from onnx import helper
+
     out = {}
-    for name, t in zip(names, tensors, strict=True):
-        shape: list[Any] = list(t.shape)
-        for axis, symbol in DYNAMIC_AXES[name].items():
-            shape[axis] = symbol
-        out[name] = {"shape": shape, "dtype": str(t.dtype).removeprefix("torch.")}
+    for v in values:
+        dims = v.type.tensor_type.shape.dim
+        shape = [d.dim_param or d.dim_value for d in dims]
+        dtype = helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
+        out[v.name] = {"shape": shape, "dtype": "bool" if dtype == np.dtype(bool) else str(dtype)}
     return out
 
 
