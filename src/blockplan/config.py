@@ -32,7 +32,9 @@ from blockplan.params_file import (
     unflatten_params,
 )
 
-BACKENDS = ("torch", "onnxruntime", "tensorrt")
+BACKENDS = ("auto", "torch", "onnxruntime", "tensorrt")
+SPEC_WINDOWS = ("adaptive", "block")
+ROLLOUT_DECODINGS = ("auto", "scaffold_spec", "ar")
 STRATEGIES = (
     "ar",
     "full_diffusion",
@@ -97,7 +99,10 @@ class ModelConfig:
     share (or absolute)."""
 
     dir: str = "models/blockplan-tiny"
-    backend: str = choice("torch", BACKENDS)
+    # "auto": onnxruntime for a float32 model on the CPU where it is installed (measured
+    # faster there, docs/BENCHMARKS.md), torch otherwise (a GPU, Qwen2.5-VL folders, other
+    # dtypes); tensorrt is only ever chosen by name
+    backend: str = choice("auto", BACKENDS)
     dtype: str = choice("float32", DTYPES)
     num_threads: int = 1
     device: str = "cpu"  # torch backend: cpu, cuda or cuda:N (model, K/V cache, images)
@@ -119,13 +124,13 @@ class ModelConfig:
             "must be cpu, cuda or cuda:N",
         )
         _check(
-            self.device == "cpu" or self.backend == "torch",
+            self.device == "cpu" or self.backend in ("torch", "auto"),
             "model.device",
             self.device,
             f"applies to the torch backend only ({self.backend} places itself)",
         )
         _check(
-            not self.cuda_graphs or (self.backend == "torch" and self.device != "cpu"),
+            not self.cuda_graphs or (self.backend in ("torch", "auto") and self.device != "cpu"),
             "model.cuda_graphs",
             self.cuda_graphs,
             "needs model.backend=torch and model.device=cuda or cuda:N (CUDA graphs record "
@@ -143,6 +148,10 @@ class DecodingConfig:
     # scaffold_spec / rollouts: the previous plan's answer is each block's first draft (no
     # draft forward); fewer forwards when consecutive answers agree, the same tokens
     draft_from_previous: bool = True
+    # scaffold spec's verify windows: "adaptive" (a block's first window is the whole block;
+    # after a rejection the next covers at most twice the editable slots the last one
+    # decided) or "block" (always the rest of the block). Only the forwards change.
+    spec_window: str = choice("adaptive", SPEC_WINDOWS)
 
     def __post_init__(self) -> None:
         _check_choices(self, "decoding")
@@ -173,8 +182,14 @@ class RolloutConfig:
     temperature: float = 0.5
     seed: int = 0
     max_deviation_m: float = 5.0
+    # How the N forked rows decode the trajectory: "scaffold_spec" (coupled drafts, then a
+    # sampled verify) or "ar" (one token per forward for all N rows); "auto": ar where a row
+    # costs what it computes (CPU backends: N rows' draft windows cost N times one's), spec
+    # on a GPU (rows are nearly free there). The tokens are the same either way.
+    trajectory_decoding: str = choice("auto", ROLLOUT_DECODINGS)
 
     def __post_init__(self) -> None:
+        _check_choices(self, "rollouts")
         _check(
             1 <= self.num_rollouts <= 64,
             "rollouts.num_rollouts",

@@ -91,13 +91,15 @@ def test_rollouts_are_stamped_with_the_observation_time():
 
 def test_diagnostics_carry_the_model_and_the_runtime_statuses():
     config, runtime, messages, _ = _run(5)
-    statuses = [model_status(config, 12.5), *runtime.diagnostics()]
+    # the backend that runs (what model.backend "auto" resolved to), not the setting
+    statuses = [model_status(config, 12.5, backend="onnxruntime"), *runtime.diagnostics()]
     msg = messages.diagnostics(statuses, seconds_to_ns(101.0))
     default_typestore().serialize_cdr(msg, "diagnostic_msgs/msg/DiagnosticArray")
     decoded = {s["name"]: s for s in diagnostics_from_msg(msg)}
     model = decoded["blockplan: model"]
     assert model["level"] == 0
-    assert model["values"]["backend"] == "torch"
+    assert model["values"]["backend"] == "onnxruntime"
+    assert " on onnxruntime " in model["message"]
     assert model["values"]["warmup_ms"] == "12.5"
     assert "blockplan: control loop" in decoded
     assert "blockplan: camera front" in decoded

@@ -132,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
             "model.backend": backends[0] if backends else None,
         }
         config = config.with_params({k: v for k, v in shorthands.items() if v is not None})
+        if (args.streaming or args.compare_graphs) and config.model.backend == "auto":
+            # both measure torch's own paths (its streaming prefill, its static buckets)
+            config = config.with_params({"model.backend": "torch"})
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

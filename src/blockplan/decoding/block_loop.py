@@ -35,7 +35,7 @@ from blockplan.decoding.device import synchronize
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.decoding.picking import Picker
 from blockplan.model.config import DecoderConfig
-from blockplan.model.masks import causal_mask, draft_mask
+from blockplan.model.masks import window_mask
 from blockplan.model.positions import PromptPositions
 from blockplan.schema.layout import Scaffold
 
@@ -75,12 +75,18 @@ class AnswerState:
 
     tokens (B, A): known ids, `mask_id` at unknown slots. is_known (B, A). The cache holds
     answer positions [0, base) of every row; next_logits (B, V) predict position `base`.
+    Both live on the CPU; `ids` and `known` are numpy views of the same memory, for the
+    per-slot bookkeeping (a numpy element access costs a fraction of a torch one).
     """
 
     tokens: torch.Tensor
     is_known: torch.Tensor
     base: int
     next_logits: torch.Tensor
+
+    def __post_init__(self) -> None:
+        self.ids: np.ndarray = self.tokens.numpy()
+        self.known: np.ndarray = self.is_known.numpy()
 
     @classmethod
     def start(cls, scaffold: Scaffold, next_logits: torch.Tensor) -> AnswerState:
@@ -93,6 +99,7 @@ class AnswerState:
         self.tokens = self.tokens[:1].repeat(n, 1)
         self.is_known = self.is_known[:1].repeat(n, 1)
         self.next_logits = self.next_logits[:1].repeat(n, 1)
+        self.ids, self.known = self.tokens.numpy(), self.is_known.numpy()
 
 
 @dataclass
@@ -114,23 +121,30 @@ class DecodeContext:
     # (A,) a guess of the answer (the previous plan's), proposed before any draft forward by
     # scaffold spec (`strategies.hinted_draft_proposal`); None: model drafts only.
     hint: torch.Tensor | None = None
+    _banned: dict = field(default_factory=dict, repr=False)  # banned ids as a tensor per device
 
     @property
     def answer_start(self) -> int:
         """The rotary position of answer slot 0."""
         return self.prompt_len if self.positions is None else self.positions.answer_start
 
-    def allowed(self, position: int, row_tokens: torch.Tensor) -> np.ndarray | None:
+    def allowed(self, position: int, row_tokens: np.ndarray | torch.Tensor) -> np.ndarray | None:
         """(V,) bool tokens allowed at `position` given the row's answer (A,), or None."""
         if self.constraints is None:
             return None
-        return self.constraints.allowed(position, row_tokens.numpy())
+        if isinstance(row_tokens, torch.Tensor):
+            row_tokens = row_tokens.numpy()
+        return self.constraints.allowed(position, row_tokens)
 
     def restrict(self, logits: torch.Tensor) -> torch.Tensor:
         """Logits (..., V) with the banned ids at -inf."""
         if self.banned_ids:
-            logits = logits.clone()
-            logits[..., list(self.banned_ids)] = float("-inf")
+            banned = self._banned.get(logits.device)
+            if banned is None:
+                banned = self._banned[logits.device] = torch.tensor(
+                    self.banned_ids, device=logits.device
+                )
+            logits = logits.index_fill(-1, banned, float("-inf"))  # a copy, not in place
         return logits
 
     def forward(
@@ -145,8 +159,7 @@ class DecodeContext:
         window [start, start + W) of ids (B, W), or of its slots `rows` (R,) ascending."""
         W = ids.shape[1]
         positions = torch.arange(self.answer_start + start, self.answer_start + start + W)
-        build = draft_mask if is_draft else causal_mask
-        mask = build(W, self.cache.length)
+        mask = window_mask(W, self.cache.length, is_draft)
         self.stats.num_forwards += 1
         only = {} if rows is None else {"logit_rows": rows}
         logits = self.model(
@@ -178,19 +191,19 @@ def draft_close(ctx: DecodeContext, state: AnswerState, ids: torch.Tensor, w: in
 def resolve_first(ctx: DecodeContext, state: AnswerState, picker: Picker) -> None:
     """Decide the token at `base` where it is unknown, from the logits that predict it."""
     w = state.base
-    rows = (~state.is_known[:, w]).nonzero().flatten().tolist()
-    if not rows:
+    column = state.known[:, w]
+    if column.all():
         return
     picker.prepare(state.next_logits[:, None])  # (B, 1, V)
-    for b in rows:
-        state.tokens[b, w] = picker.choose(b, 0, ctx.allowed(w, state.tokens[b]))
-        state.is_known[b, w] = True
+    for b in np.flatnonzero(~column).tolist():
+        state.ids[b, w] = picker.choose(b, 0, ctx.allowed(w, state.ids[b]))
+        state.known[b, w] = True
 
 
 def verify_slots(state: AnswerState, w: int, e: int) -> np.ndarray:
     """(R,) ascending: the window slots of [w, e) whose verify logits `accept` may read,
     the slot before each unknown one and the last (the bonus). The LM head runs on these."""
-    before_unknown = ~state.is_known[:, w + 1 : e].numpy().all(axis=0)  # (W-1,): j+1 unknown
+    before_unknown = ~state.known[:, w + 1 : e].all(axis=0)  # (W-1,): j+1 unknown
     return np.append(np.flatnonzero(before_unknown), e - w - 1)
 
 
@@ -207,21 +220,20 @@ def accept(
     w = state.base
     B, W = proposal.shape
     picker.prepare(logits, slots)
-    unknown = (~state.is_known[:, w : w + W]).tolist()
-    proposed = proposal.tolist()
+    unknown = ~state.known[:, w : w + W]  # (B, W)
+    proposed = proposal.numpy()
     num_exact = W
     for b in range(B):
-        for i in range(1, W):
-            if not unknown[b][i]:
-                continue
-            allowed = ctx.allowed(w + i, state.tokens[b])
+        for i in np.flatnonzero(unknown[b, 1:]).tolist():
+            i += 1
+            allowed = ctx.allowed(w + i, state.ids[b])
             token = picker.choose(b, i - 1, allowed)  # slot w+i is predicted at slot w+i-1
-            state.tokens[b, w + i] = token
-            state.is_known[b, w + i] = True
+            state.ids[b, w + i] = token
+            state.known[b, w + i] = True
             # Accept while AR agrees with the proposal; the first disagreement keeps AR's
             # token (the correction) and ends the row: slots after it were computed from a
             # wrong token. If all agree, the last logit is the bonus for position w + W.
-            if token != proposed[b][i]:
+            if token != proposed[b, i]:
                 num_exact = min(num_exact, i)  # K/V from slot i on used the wrong token
                 break
     return num_exact
@@ -248,11 +260,11 @@ def decode_span(
         w = state.base
         resolve_first(ctx, state, picker)
         e = window_end(state, w, stop)
-        if e == A and state.is_known[:, w:e].all():
+        if e == A and state.known[:, w:e].all():
             state.base = e  # the answer's tail is structural: its K/V are never needed
         else:
             proposal = propose(ctx, state, w, e)  # (B, W)
-            if state.is_known[:, w + 1 : e].all():
+            if state.known[:, w + 1 : e].all():
                 # Nothing to verify (a known run): the close writes its K/V.
                 logits = close(ctx, state, proposal, w)  # (B, W', V): the last rows of [w, e)
                 n = e - w

@@ -45,16 +45,34 @@ class DecodeOptions:
     seed: int = 0
     stream_salt: int = 0  # mixed into the rollout streams (the planner: observation stamp)
     pipeline: PipelineOptions | None = None  # pipelined: thresholds (None: the defaults)
+    spec_window: str = "adaptive"  # scaffold spec's windows (`decoding.spec_window`)
+    # how the forked rollouts decode the trajectory: "scaffold_spec" or "ar" (resolved from
+    # `rollouts.trajectory_decoding`, whose "auto" the planner decides by its backend)
+    rollout_trajectory: str = "scaffold_spec"
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy={self.strategy!r}: must be one of {list(STRATEGIES)}")
         if self.num_rollouts < 1:
             raise ValueError(f"num_rollouts={self.num_rollouts}: must be >= 1")
+        if self.spec_window not in ("adaptive", "block"):
+            raise ValueError(f"spec_window={self.spec_window!r}: must be 'adaptive' or 'block'")
+        if self.rollout_trajectory not in ("scaffold_spec", "ar"):
+            raise ValueError(
+                f"rollout_trajectory={self.rollout_trajectory!r}: must be 'scaffold_spec' or 'ar'"
+            )
 
     @classmethod
-    def from_config(cls, config: PlannerConfig, strategy: str | None = None) -> DecodeOptions:
+    def from_config(
+        cls, config: PlannerConfig, strategy: str | None = None, rows_cost: bool = True
+    ) -> DecodeOptions:
+        """The options `config` sets. `rows_cost`: whether the runner pays for every row it
+        computes (a CPU backend), which resolves `rollouts.trajectory_decoding: auto` to
+        "ar" (else to "scaffold_spec")."""
         strategy = strategy or config.decoding.strategy
+        trajectory = config.rollouts.trajectory_decoding
+        if trajectory == "auto":
+            trajectory = "ar" if rows_cost else "scaffold_spec"
         return cls(
             strategy=strategy,
             confidence_threshold=config.decoding.confidence_threshold,
@@ -69,6 +87,8 @@ class DecodeOptions:
                 semi_confidence=config.pipeline.semi_confidence,
                 commit_divisor=config.pipeline.commit_divisor,
             ),
+            spec_window=config.decoding.spec_window,
+            rollout_trajectory=trajectory,
         )
 
 
@@ -95,7 +115,7 @@ def cached_strategy(options: DecodeOptions) -> Callable[[DecodeContext, AnswerSt
     if name == "ar":
         return decode_ar
     if name == "scaffold_spec":
-        return decode_scaffold_spec
+        return lambda ctx, state: decode_scaffold_spec(ctx, state, window=options.spec_window)
     if name == "section_diffusion":
         return lambda ctx, state: decode_section_diffusion(ctx, state, options.confidence_threshold)
     if name == "rollouts":
@@ -103,7 +123,14 @@ def cached_strategy(options: DecodeOptions) -> Callable[[DecodeContext, AnswerSt
         def run_rollouts(ctx: DecodeContext, state: AnswerState) -> None:
             streams = rollout_streams(options.seed, options.num_rollouts, options.stream_salt)
             picker = SamplingPicker(options.temperature, streams)
-            decode_rollouts(ctx, state, picker, options.num_rollouts)
+            decode_rollouts(
+                ctx,
+                state,
+                picker,
+                options.num_rollouts,
+                options.rollout_trajectory,
+                options.spec_window,
+            )
 
         return run_rollouts
     if name == "pipelined":
@@ -226,7 +253,9 @@ def _decode_with_flow(
     state = (prefill_with or prefill)(ctx, embeds, prompt_mask)
     synchronize(embeds.device)
     timings = {"prefill": (time.perf_counter() - t0) * 1e3}
-    decode_text_sections(ctx, state, options.strategy, options.confidence_threshold)
+    decode_text_sections(
+        ctx, state, options.strategy, options.confidence_threshold, options.spec_window
+    )
     timings.update(ctx.stats.section_ms)
     t1 = time.perf_counter()
     n = options.num_rollouts if options.strategy == "rollouts" else 1

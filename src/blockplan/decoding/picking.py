@@ -47,13 +47,13 @@ class GreedyPicker:
     The logits stay where the model wrote them. On a GPU only the argmax of every slot
     (B, W) comes to the CPU, and the one row (V,) a constrained or sampled choice needs —
     not the whole (B, W, V) block, ~20 MB per row at a 150 k vocabulary. On the CPU the
-    block is converted to float64 once (cheaper than a torch index per row at a small
-    vocabulary).
+    block is read as numpy once (cheaper than a torch index per row at a small vocabulary);
+    float32 stays float32 (its argmax is its float64 copy's), sampled rows go to float64.
     """
 
     def __init__(self) -> None:
         self._logits = torch.zeros(0, 0, 0)
-        self._host: np.ndarray | None = None  # (B, R, V) float64 when the logits are on the CPU
+        self._host: np.ndarray | None = None  # (B, R, V) when the logits are on the CPU
         self._argmax = np.zeros((0, 0), dtype=np.int64)
         self._rows: dict[tuple[int, int], np.ndarray] = {}
         self._index: np.ndarray | None = None  # window position -> logits row
@@ -62,7 +62,10 @@ class GreedyPicker:
         self._logits = logits  # (B, R, V)
         self._index = slot_index(slots)
         if logits.device.type == "cpu":
-            self._host = logits.double().numpy()
+            # float32 / float64 as they are (the argmax of a float32 row is that of its
+            # float64 copy: the conversion is exact and monotone); other dtypes in float64
+            exact = logits.dtype in (torch.float32, torch.float64)
+            self._host = (logits if exact else logits.double()).numpy()
             self._argmax = self._host.argmax(axis=-1)  # (B, W), first maximum
         else:
             self._host = None
@@ -82,7 +85,7 @@ class GreedyPicker:
         """The logits (V,) of one slot as float64 (exact for every model dtype)."""
         index = self.at(index)
         if self._host is not None:
-            return self._host[row, index]
+            return self._host[row, index].astype(np.float64)
         key = (row, index)
         if key not in self._rows:
             self._rows[key] = self._logits[row, index].cpu().double().numpy()
@@ -91,6 +94,8 @@ class GreedyPicker:
     def choose(self, row: int, index: int, allowed: np.ndarray | None = None) -> int:
         if allowed is None:
             return int(self._argmax[row, self.at(index)])
+        if self._host is not None:  # the first maximum among the allowed, in the host dtype
+            return int(np.where(allowed, self._host[row, self.at(index)], -np.inf).argmax())
         return int(np.where(allowed, self.row(row, index), -np.inf).argmax())
 
 

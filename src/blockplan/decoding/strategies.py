@@ -66,7 +66,7 @@ def prefill(ctx: DecodeContext, embeds: torch.Tensor, mask: torch.Tensor) -> Ans
 
 def token_window(state: AnswerState, w: int, stop: int) -> int:
     """AR: the known run [w, n) up to the next unknown slot n, fed in one forward."""
-    unknown = (~state.is_known[:, w + 1 : stop]).any(dim=0).nonzero()
+    unknown = np.flatnonzero(~state.known[:, w + 1 : stop].all(axis=0))
     return w + 1 + int(unknown[0]) if len(unknown) else stop
 
 
@@ -75,6 +75,36 @@ def block_window(ctx: DecodeContext) -> WindowEnd:
 
     def window(state: AnswerState, w: int, stop: int) -> int:
         return min(block_end_at(ctx.scaffold, w), stop)
+
+    return window
+
+
+def adaptive_window(ctx: DecodeContext, growth: float = 2.0) -> WindowEnd:
+    """Scaffold spec's windows sized by the last verify (`decoding.spec_window: adaptive`).
+
+    A block's first window is the rest of the block. When a verify is rejected after it
+    decided `a` editable slots (the accepted ones and the correction; the fewest over the
+    rows), the next window of that block covers at most `growth · a` editable slots: slots
+    far past where the draft last went wrong are rarely accepted, and every slot of a window
+    costs a draft row and a verify row. A window that is accepted whole is followed by the
+    rest of the block again. Which tokens are decided does not depend on the windows."""
+    editable = np.asarray(ctx.scaffold.is_editable)
+    last = {"w": -1, "e": -1, "cap": None}
+
+    def window(state: AnswerState, w: int, stop: int) -> int:
+        end = min(block_end_at(ctx.scaffold, w), stop)
+        if last["w"] < w < last["e"]:  # inside the last window: it was rejected at w
+            decided = int(editable[last["w"] + 1 : w + 1].sum())
+            last["cap"] = max(1, int(np.ceil(growth * decided)))
+        elif w != last["w"]:  # a new block, or the last window was accepted whole
+            last["cap"] = None
+        e = end
+        if last["cap"] is not None:
+            unknown = np.flatnonzero(~state.known[:, w + 1 : end].all(axis=0))
+            if len(unknown) > last["cap"]:
+                e = w + 2 + int(unknown[last["cap"] - 1])  # through the cap-th unknown slot
+        last.update(w=w, e=e)
+        return e
 
     return window
 
@@ -255,13 +285,26 @@ def decode_ar(ctx: DecodeContext, state: AnswerState, picker: Picker | None = No
     decode_span(ctx, state, len(ctx.scaffold), token_window, no_proposal, picker or GreedyPicker())
 
 
+def spec_window(ctx: DecodeContext, kind: str) -> WindowEnd:
+    """The window rule `decoding.spec_window` names: "adaptive" or "block"."""
+    if kind == "adaptive":
+        return adaptive_window(ctx)
+    if kind == "block":
+        return block_window(ctx)
+    raise ValueError(f"spec_window={kind!r}: must be 'adaptive' or 'block'")
+
+
 def decode_scaffold_spec(
-    ctx: DecodeContext, state: AnswerState, picker: Picker | None = None, stop: int | None = None
+    ctx: DecodeContext,
+    state: AnswerState,
+    picker: Picker | None = None,
+    stop: int | None = None,
+    window: str = "adaptive",
 ) -> None:
-    """Draft forward + verify per block window; with `ctx.hint`, hinted drafts first."""
+    """Draft forward + verify per window; with `ctx.hint`, hinted drafts first."""
     stop = len(ctx.scaffold) if stop is None else stop
     propose = draft_proposal if ctx.hint is None else hinted_draft_proposal(ctx.hint)
-    decode_span(ctx, state, stop, block_window(ctx), propose, picker or GreedyPicker())
+    decode_span(ctx, state, stop, spec_window(ctx, window), propose, picker or GreedyPicker())
 
 
 def decode_section_diffusion(ctx: DecodeContext, state: AnswerState, threshold: float) -> None:
@@ -272,18 +315,31 @@ def decode_section_diffusion(ctx: DecodeContext, state: AnswerState, threshold: 
 
 
 def decode_rollouts(
-    ctx: DecodeContext, state: AnswerState, picker: SamplingPicker, num_rollouts: int
+    ctx: DecodeContext,
+    state: AnswerState,
+    picker: SamplingPicker,
+    num_rollouts: int,
+    trajectory: str = "scaffold_spec",
+    window: str = "adaptive",
 ) -> None:
     """Greedy scaffold spec up to the trajectory, then fork the cache into N rows and decode
-    the trajectory of all N in one batch, sampling in the verify step (the draft is coupled
-    to the verify's uniforms, `coupled_draft_proposal`). (The rollouts
-    fork at the answer's last section: the trajectory; a robot's chunk, its only section.)"""
+    the trajectory of all N in one batch, sampling: `trajectory` "scaffold_spec" verifies
+    drafts coupled to the verify's uniforms (`coupled_draft_proposal`), "ar" decides one token
+    per forward for every row (`rollouts.trajectory_decoding`; the same tokens). (The
+    rollouts fork at the answer's last section: the trajectory; a robot's chunk, its only
+    section.)"""
     fork_at = rollout_section(ctx.scaffold).start
-    decode_scaffold_spec(ctx, state, GreedyPicker(), stop=fork_at)
+    decode_scaffold_spec(ctx, state, GreedyPicker(), stop=fork_at, window=window)
     ctx.cache.fork(num_rollouts)
     state.fork(num_rollouts)
     A = len(ctx.scaffold)
-    decode_span(ctx, state, A, block_window(ctx), coupled_draft_proposal(picker), picker)
+    if trajectory == "ar":
+        decode_span(ctx, state, A, token_window, no_proposal, picker)
+    elif trajectory == "scaffold_spec":
+        propose = coupled_draft_proposal(picker)
+        decode_span(ctx, state, A, spec_window(ctx, window), propose, picker)
+    else:
+        raise ValueError(f"trajectory={trajectory!r}: must be 'scaffold_spec' or 'ar'")
 
 
 def decode_full_diffusion(
@@ -323,7 +379,11 @@ FLOW_STRATEGIES = ("ar", "scaffold_spec", "section_diffusion", "rollouts")
 
 
 def decode_text_sections(
-    ctx: DecodeContext, state: AnswerState, strategy: str, threshold: float
+    ctx: DecodeContext,
+    state: AnswerState,
+    strategy: str,
+    threshold: float,
+    window: str = "adaptive",
 ) -> None:
     """Decode the answer up to the trajectory with `strategy` (rollouts: greedy scaffold
     spec, the fork comes after), leaving the cache holding the prompt and the reasoning
@@ -332,7 +392,7 @@ def decode_text_sections(
     if strategy == "ar":
         decode_span(ctx, state, stop, token_window, no_proposal, GreedyPicker())
     elif strategy in ("scaffold_spec", "rollouts"):
-        decode_scaffold_spec(ctx, state, GreedyPicker(), stop=stop)
+        decode_scaffold_spec(ctx, state, GreedyPicker(), stop=stop, window=window)
     elif strategy == "section_diffusion":
         close = draft_close if ctx.cache_attention == "block" else causal_close
         propose = denoise_proposal(threshold)

@@ -83,18 +83,23 @@ class TickMessages:
 
 
 def model_status(
-    config: PlannerConfig, warmup_ms: float | None, weights: str | None = None
+    config: PlannerConfig,
+    warmup_ms: float | None,
+    weights: str | None = None,
+    backend: str | None = None,
 ) -> DiagnosticStatusData:
     """`blockplan: model`: which model and backend the node runs (docs/DESIGN.md §4) and what
-    its weights are (`sha256-verified`; WARN when `unverified`: no manifest.json)."""
+    its weights are (`sha256-verified`; WARN when `unverified`: no manifest.json). `backend`:
+    the one that runs (what `model.backend: auto` resolved to), default the configured one."""
     model, decoding = config.model, config.decoding
-    message = f"{model.dir} on {model.backend} ({model.dtype})"
+    backend = backend or model.backend
+    message = f"{model.dir} on {backend} ({model.dtype})"
     level = OK
     if weights == "unverified":
         level, message = WARN, f"{message}; weights unverified (no manifest.json)"
     values: dict[str, object] = {
         "model": model.dir,
-        "backend": model.backend,
+        "backend": backend,
         "dtype": model.dtype,
         "strategy": decoding.strategy,
         "num_rollouts": config.rollouts.num_rollouts,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from blockplan.schema.layout import PromptLayout
@@ -41,6 +42,15 @@ def causal_mask(
 def draft_mask(num_new: int, num_past: int = 0, device: torch.device | None = None) -> torch.Tensor:
     """(W, past + W): the whole cached prefix plus the whole window, bidirectional."""
     return torch.ones(num_new, num_past + num_new, dtype=torch.bool, device=device)
+
+
+def window_mask(num_new: int, num_past: int, bidirectional: bool) -> torch.Tensor:
+    """`draft_mask` or `causal_mask` (CPU), built in numpy: the engine makes one per
+    forward, and a few numpy calls cost a fraction of the torch ones."""
+    if bidirectional:
+        return torch.ones(num_new, num_past + num_new, dtype=torch.bool)
+    cols = np.arange(num_past + num_new)
+    return torch.from_numpy(cols[None, :] <= (np.arange(num_new)[:, None] + num_past))
 
 
 def frame_local_mask(

@@ -95,6 +95,13 @@ def weights_of(planner: RuntimePlanner) -> str:
     return str(getattr(planner, "weights", "none (baseline)"))
 
 
+def backend_of(planner: RuntimePlanner) -> str | None:
+    """The backend `planner` runs on (`model.backend: auto` resolved), or None for a
+    baseline."""
+    runner = getattr(planner, "runner", None)
+    return getattr(runner, "name", None)
+
+
 def load_verified_planner(config: PlannerConfig) -> RuntimePlanner:
     """The node's planner: `model.dir` with its manifest required and verified."""
     return load_model(config.model.dir, config)

@@ -9,6 +9,7 @@ A parse failure raises the schema's `ScaffoldParseError`; the runtime counts it.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from blockplan.decoding.device import synchronize
 from blockplan.decoding.flow import FlowSampler
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.model.masks import prompt_mask
-from blockplan.model.planner_model import PlannerModel
+from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
 from blockplan.model.weights import UNVERIFIED
 from blockplan.planner.embodiment import answer_format
 from blockplan.planner.parts import (
@@ -126,13 +127,14 @@ class Planner:
         self.prompt_mask = prompt_mask(template, mc.visual_attention)
         max_batch = config.rollouts.num_rollouts
         max_len = self.prompt_len + len(self.scaffold)
-        if not mc.exportable and config.model.backend != "torch":
+        backend_name = resolve_backend(config.model.backend, mc, self.device, self.dtype)
+        if not mc.exportable and backend_name != "torch":
             raise PlannerSetupError(
                 f"model.backend={config.model.backend!r}: a {type(model).__name__} runs on "
                 "the torch backend only"
             )
         self.runner = backend or create_backend(
-            config.model.backend,
+            backend_name,
             self.model,
             max_len,
             max_batch,
@@ -148,6 +150,9 @@ class Planner:
         )
         if spare:
             self.runner.prepare(self.cache)
+        # Whether the runner pays for every row it computes (a CPU backend; not a GPU, where
+        # rows are nearly free): rollouts.trajectory_decoding "auto" decides by it.
+        self.rows_cost = self.device.type == "cpu" and self.runner.name != "tensorrt"
         # The last answer (A,): the next plan's first draft (decoding.draft_from_previous).
         self.previous_answer: np.ndarray | None = None
         # A flow trajectory head (docs/ALGORITHMS.md §7.1): the text sections decode as
@@ -166,19 +171,20 @@ class Planner:
         )
         # Streaming (streaming/prefill.py): the vision cache is lossless, so on unless "off";
         # the K/V reuse is exact only for `streams_exactly` models, so "auto" keeps it off
-        # for the others ("on" opts in to the approximation). Torch backend only: it reads
-        # the pre-RoPE keys the eager decoder writes and runs the vision tower in parts.
+        # for the others ("on" opts in to the approximation). It needs a runner that writes
+        # the pre-RoPE keys into the cache at any window and past (torch; onnxruntime's
+        # dynamic graph), and runs the torch vision tower in parts.
         # Frames are kept while a later window may pick them: up to T periods before the
         # newest frame (the window spans T-1, plus one for the nearest-frame choice).
         # Models that can stream only (`can_stream`; a Qwen2.5-VL prompt attends causally
         # across frames). "on" where it cannot is an error; "auto" is then "off".
-        can_stream = self.runner.name == "torch" and mc.can_stream
+        can_stream = mc.can_stream and getattr(self.runner, "streams", self.runner.name == "torch")
         mode = config.frame_window.streaming if can_stream else "off"
         if config.frame_window.streaming == "on" and not can_stream:
             why = (
                 f"a {type(model).__name__} cannot stream"
                 if not mc.can_stream
-                else f"the {self.runner.name} backend cannot stream (torch only)"
+                else f"the {self.runner.name} backend cannot stream (static graphs)"
             )
             raise PlannerSetupError(
                 f"frame_window.streaming='on': {why}; use 'auto' (streams where it can) or 'off'"
@@ -261,7 +267,7 @@ class Planner:
         self, observation: Observation | RobotObservation, strategy: str | None = None
     ) -> DecodedPlan:
         """Plan with `strategy` (default: the configured one); also return the raw result."""
-        options = DecodeOptions.from_config(self.config, strategy)
+        options = DecodeOptions.from_config(self.config, strategy, self.rows_cost)
         options = dataclasses.replace(options, stream_salt=observation.stamp_ns)
         timings: dict[str, float] = {}
         embeds, layout = self.embed(observation, timings)  # (1, P, W)
@@ -364,3 +370,21 @@ class Planner:
                     f"observation.frames[{i}].camera={frame.camera!r}: view-major order "
                     f"expects {expected!r}"
                 )
+
+
+def resolve_backend(
+    name: str, config: PlannerModelConfig, device: torch.device, dtype: torch.dtype
+) -> str:
+    """The backend `model.backend` names; "auto": onnxruntime for a float32 model that
+    exports (ours, not Qwen2.5-VL) on the CPU where onnxruntime and onnx are installed (its
+    decoder step is measured faster there than eager torch, docs/BENCHMARKS.md), else torch."""
+    if name != "auto":
+        return name
+    runs_on_ort = (
+        device.type == "cpu"
+        and dtype == torch.float32
+        and config.exportable
+        and importlib.util.find_spec("onnxruntime") is not None
+        and importlib.util.find_spec("onnx") is not None
+    )
+    return "onnxruntime" if runs_on_ort else "torch"

@@ -35,7 +35,7 @@ from blockplan.bags import (
 )
 from blockplan.config import PlannerConfig
 from blockplan.messages.tick import model_status, reasoning_record
-from blockplan.planner.loading import weights_of
+from blockplan.planner.loading import backend_of, weights_of
 from blockplan.replay.metrics import replay_metrics, streaming_metrics
 from blockplan.replay.publish import OutputPublisher
 from blockplan.replay.record import ReplayLog
@@ -139,6 +139,7 @@ class _Replayer:
         paths: list[RecordedPath],
         ground_truth: GroundTruthPaths | None,
         weights: str,
+        backend: str | None = None,
     ) -> None:
         self.reader, self.topics, self.runtime, self.clock = reader, topics, runtime, clock
         self.publisher, self.paths, self.ground_truth = publisher, paths, ground_truth
@@ -153,7 +154,7 @@ class _Replayer:
         self.last_odom: int | None = None
         self.synthesize_tf = "/tf" not in topics.tf
         self.first_stamp: int | None = None  # the inputs' header stamps seen (zero ticks)
-        self.model_status = model_status(runtime.config, None, weights)
+        self.model_status = model_status(runtime.config, None, weights, backend)
 
     def advance(self, stamp: int, log_time: int) -> None:
         """Tick every period boundary up to `stamp` (exclusive of messages at `stamp`)."""
@@ -325,6 +326,7 @@ def replay_bag(
                     paths,
                     ground_truth,
                     weights_of(planner),
+                    backend_of(planner),
                 )
                 try:
                     for i, record in enumerate(reader.records(topics.all + copied)):

@@ -73,6 +73,7 @@ from blockplan.messages.tick import (
 )
 from blockplan.planner.loading import (
     ModelLoadError,
+    backend_of,
     load_verified_planner,
     release_accelerator_memory,
     warm_up,
@@ -123,6 +124,7 @@ class PlannerNode(Node):
         self._cpu: CpuMeter | None = None
         self._warmup_ms = 0.0
         self._weights: str | None = None  # what the loaded model's weights are (diagnostics)
+        self._backend: str | None = None  # the backend it runs on (model.backend resolved)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -169,6 +171,7 @@ class PlannerNode(Node):
             self._cpu.sample(0)
             self._warmup_ms = warmup_ms
             self._weights = weights_of(planner)
+            self._backend = backend_of(planner)
             self._loop_timers = [
                 self.create_timer(
                     1.0 / config.control.rate_hz, self._on_tick, callback_group=self._control_group
@@ -405,7 +408,7 @@ class PlannerNode(Node):
             if runtime is None or messages is None or config is None:
                 return
             statuses = [
-                model_status(config, self._warmup_ms, self._weights),
+                model_status(config, self._warmup_ms, self._weights, self._backend),
                 *runtime.diagnostics(),
             ]
             if self._cpu is not None:
