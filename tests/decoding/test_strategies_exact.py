@@ -34,15 +34,16 @@ def _run(model, scaffold, strategy, seed, max_batch=1, **kw):
     return state, ctx.stats, ids
 
 
+@pytest.mark.parametrize("window", ["adaptive", "block"])
 @pytest.mark.parametrize("block_size", [1, 4, 7, 32])
-def test_scaffold_spec_equals_ar(decoder_factory, scaffold_factory, block_size):
+def test_scaffold_spec_equals_ar(decoder_factory, scaffold_factory, block_size, window):
     num_steps = 0
     num_editable = 0
     for seed in range(6):
         model = decoder_factory(seed)
         scaffold = scaffold_factory(seed, block_size)
         ar, ar_stats, _ = _run(model, scaffold, decode_ar, seed)
-        spec, spec_stats, _ = _run(model, scaffold, decode_scaffold_spec, seed)
+        spec, spec_stats, _ = _run(model, scaffold, decode_scaffold_spec, seed, window=window)
         assert ar.is_known.all() and spec.is_known.all()
         assert torch.equal(ar.tokens, spec.tokens), f"seed {seed}"
         structural = ~torch.as_tensor(scaffold.is_editable)
@@ -81,15 +82,26 @@ def test_section_diffusion_fills_every_slot(decoder_factory, scaffold_factory):
     assert stats.num_forwards >= len(scaffold.blocks)
 
 
+@pytest.mark.parametrize("trajectory", ["scaffold_spec", "ar"])
 @pytest.mark.parametrize("temperature", [0.0, 0.7, 1.5])
-def test_rollouts_equal_independent_decodes(decoder_factory, scaffold_factory, temperature):
+def test_rollouts_equal_independent_decodes(
+    decoder_factory, scaffold_factory, temperature, trajectory
+):
+    """Whichever way the forked rows decode the trajectory (`rollouts.trajectory_decoding`)."""
     n = 3
     for seed in range(2):
         model = decoder_factory(seed)
         scaffold = scaffold_factory(seed, 6)
         picker = SamplingPicker(temperature, rollout_streams(seed, n))
         forked, stats, _ = _run(
-            model, scaffold, decode_rollouts, seed, max_batch=n, picker=picker, num_rollouts=n
+            model,
+            scaffold,
+            decode_rollouts,
+            seed,
+            max_batch=n,
+            picker=picker,
+            num_rollouts=n,
+            trajectory=trajectory,
         )
         assert forked.tokens.shape == (n, len(scaffold))
         fork_at = scaffold.section("trajectory").start
@@ -101,6 +113,75 @@ def test_rollouts_equal_independent_decodes(decoder_factory, scaffold_factory, t
             assert torch.equal(forked.tokens[i], ref.tokens[0]), f"seed {seed} rollout {i}"
         if temperature > 0:
             assert len({tuple(r) for r in forked.tokens[:, fork_at:].tolist()}) > 1
+
+
+def test_token_by_token_rollouts_take_one_forward_per_editable_slot(
+    decoder_factory, scaffold_factory
+):
+    """`trajectory="ar"`: after the fork every forward decides one editable slot of all N
+    rows (the structural runs ride along), so the trajectory costs its editable count."""
+    n = 4
+    model = decoder_factory(1)
+    scaffold = scaffold_factory(1, 6)
+    trajectory = scaffold.section("trajectory")
+    _, greedy, _ = _run(model, scaffold, decode_scaffold_spec, 1, stop=trajectory.start)
+    editable = int(scaffold.is_editable[trajectory.start : trajectory.end].sum())
+    tokens = {}
+    for kind in ("scaffold_spec", "ar"):
+        picker = SamplingPicker(0.7, rollout_streams(1, n))
+        state, stats, _ = _run(
+            model, scaffold, decode_rollouts, 1, n, picker=picker, num_rollouts=n, trajectory=kind
+        )
+        tokens[kind] = state.tokens
+        if kind == "ar":  # the greedy prefix's forwards, then one per editable slot at most
+            assert stats.num_forwards - greedy.num_forwards <= editable + 1
+    assert torch.equal(tokens["ar"], tokens["scaffold_spec"])
+
+
+def test_adaptive_windows_cover_at_most_twice_what_the_last_verify_decided(
+    decoder_factory, scaffold_factory
+):
+    """`spec_window="adaptive"`: a block's first window is the rest of the block; after a
+    rejection that decided `a` editable slots, the next window of that block holds at most
+    2a unknown slots; and it decides the tokens the whole-block windows decide."""
+    from blockplan.decoding import strategies
+
+    calls = []
+    adaptive = strategies.adaptive_window
+
+    def recording(ctx, growth=2.0):
+        window = adaptive(ctx, growth)
+
+        def wrapped(state, w, stop):
+            e = window(state, w, stop)
+            unknown = int((~state.known[:, w + 1 : e].all(axis=0)).sum())
+            calls.append((w, e, unknown, min(strategies.block_end_at(ctx.scaffold, w), stop)))
+            return e
+
+        return wrapped
+
+    checked = capped = 0
+    for seed in range(4):
+        model = decoder_factory(seed)
+        scaffold = scaffold_factory(seed, 32)
+        editable = np.asarray(scaffold.is_editable)
+        calls.clear()
+        strategies.adaptive_window = recording
+        try:
+            got, _, _ = _run(model, scaffold, decode_scaffold_spec, seed, window="adaptive")
+        finally:
+            strategies.adaptive_window = adaptive
+        want, _, _ = _run(model, scaffold, decode_scaffold_spec, seed, window="block")
+        assert torch.equal(got.tokens, want.tokens)
+        for (w0, e0, _, end0), (w1, e1, unknown1, end1) in zip(calls[:-1], calls[1:], strict=True):
+            if end0 == end1 and w0 < w1 < e0:  # the same block, the last window rejected
+                decided = int(editable[w0 + 1 : w1 + 1].sum())
+                assert unknown1 <= 2 * decided
+                checked += 1
+                capped += e1 < end1
+            elif end0 != end1 or w1 >= e0:  # a new block, or accepted whole: the whole rest
+                assert e1 == end1
+    assert checked > 0 and capped > 0  # the rule was exercised and did cut windows
 
 
 def _ar_greedy_then_sampled(fork_at):
@@ -240,3 +321,22 @@ def test_a_hint_that_does_not_fit_the_scaffold_is_not_used(scaffold_factory):
     big = ids.copy()
     big[editable[0]] = 64
     assert usable_hint(big, scaffold, 64) is None  # outside the vocabulary
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_choosing_rows_in_one_pass_draws_what_one_by_one_draws(temperature):
+    """`choose_rows` (the forked rows at one slot, one allowed set) = `choose` per row: the
+    same tokens and the same uniforms consumed from each row's stream."""
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 3, 50, generator=gen)  # (B, R, V) float32, as a verify gives
+    allowed = np.random.default_rng(0).random(50) < 0.4
+    for allow in (None, allowed):
+        one, many = (SamplingPicker(temperature, rollout_streams(3, 4)) for _ in range(2))
+        one.prepare(logits)
+        many.prepare(logits)
+        for index in range(3):
+            want = [one.choose(row, index, allow) for row in (0, 2, 3)]
+            assert many.choose_rows([0, 2, 3], index, allow) == want
+        assert [one.upcoming(r, 2).tolist() for r in range(4)] == [
+            many.upcoming(r, 2).tolist() for r in range(4)
+        ]

@@ -136,6 +136,11 @@ class DecodeContext:
             row_tokens = row_tokens.numpy()
         return self.constraints.allowed(position, row_tokens)
 
+    def allowed_is_static(self, position: int) -> bool:
+        """Whether every row's allowed set at `position` is the same (no constraints, or a
+        slot without a grammar: its static set)."""
+        return self.constraints is None or position not in self.constraints.grammar_at
+
     def restrict(self, logits: torch.Tensor) -> torch.Tensor:
         """Logits (..., V) with the banned ids at -inf."""
         if self.banned_ids:
@@ -195,9 +200,13 @@ def resolve_first(ctx: DecodeContext, state: AnswerState, picker: Picker) -> Non
     if column.all():
         return
     picker.prepare(state.next_logits[:, None])  # (B, 1, V)
-    for b in np.flatnonzero(~column).tolist():
-        state.ids[b, w] = picker.choose(b, 0, ctx.allowed(w, state.ids[b]))
-        state.known[b, w] = True
+    rows = np.flatnonzero(~column).tolist()
+    if len(rows) > 1 and ctx.allowed_is_static(w):  # one allowed set: the rows in one pass
+        state.ids[rows, w] = picker.choose_rows(rows, 0, ctx.allowed(w, state.ids[rows[0]]))
+    else:
+        for b in rows:
+            state.ids[b, w] = picker.choose(b, 0, ctx.allowed(w, state.ids[b]))
+    state.known[rows, w] = True
 
 
 def verify_slots(state: AnswerState, w: int, e: int) -> np.ndarray:

@@ -31,6 +31,13 @@ class Picker(Protocol):
         """The token for row `row` predicted at window position `index`."""
         ...
 
+    def choose_rows(
+        self, rows: list[int], index: int, allowed: np.ndarray | None = None
+    ) -> list[int]:
+        """`choose` for several rows at one position with one allowed set: the same tokens
+        (and, sampling, the same draws) as choosing them one by one, in one pass."""
+        ...
+
 
 def slot_index(slots: np.ndarray | None) -> np.ndarray | None:
     """(max slot + 1,) the logits row of each window position (-1: not computed)."""
@@ -98,6 +105,11 @@ class GreedyPicker:
             return int(np.where(allowed, self._host[row, self.at(index)], -np.inf).argmax())
         return int(np.where(allowed, self.row(row, index), -np.inf).argmax())
 
+    def choose_rows(
+        self, rows: list[int], index: int, allowed: np.ndarray | None = None
+    ) -> list[int]:
+        return [self.choose(row, index, allowed) for row in rows]
+
 
 def inverse_cdf(scaled: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Token ids (...,) drawn from softmax(scaled (..., V)) by the uniforms u (...,) in
@@ -145,6 +157,20 @@ class SamplingPicker:
         if allowed is not None:
             scaled = np.where(allowed, scaled, -np.inf)
         return int(inverse_cdf(scaled, np.float64(self._draw(row))))
+
+    def choose_rows(
+        self, rows: list[int], index: int, allowed: np.ndarray | None = None
+    ) -> list[int]:
+        """All rows' draws in one (R, V) pass: each row still takes the next uniform of its
+        own stream, and numpy's exp / cumsum along the last axis compute every row as they
+        compute one, so the tokens are `choose`'s bit for bit."""
+        if self.temperature == 0 or len(rows) < 2:
+            return [self.choose(row, index, allowed) for row in rows]
+        scaled = np.stack([self._greedy.row(row, index) for row in rows]) / self.temperature
+        if allowed is not None:
+            scaled = np.where(allowed, scaled, -np.inf)
+        uniforms = np.asarray([self._draw(row) for row in rows], dtype=np.float64)
+        return inverse_cdf(scaled, uniforms).tolist()
 
 
 def rollout_streams(seed: int, num_rollouts: int, salt: int = 0) -> list[np.random.Generator]:
