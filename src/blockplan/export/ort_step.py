@@ -18,6 +18,8 @@ module writes the graph directly, ~30 nodes a layer:
   so K and V are never repeated, and reads the engine's cache in place: the cached slots
   and the window are attended as two score blocks joined along the keys (no K/V copy);
   the slots past the mask's `past` columns are masked;
+* the last layer computes keys and values at every row (the cache needs them) but
+  attention, MLP and the final norm only at the rows asked for (`logit_rows`);
 * residual adds and RMSNorm are one `SkipSimplifiedLayerNormalization` (ONNX Runtime's
   fused kernel), SiLU is x·sigmoid(x) (fused to one kernel), the LM head runs only at the
   rows asked for, and the new K/V leave as one tensor each.
@@ -145,9 +147,17 @@ def build_step_graph(decoder: Decoder, max_len: int, opset: int = 17):
         g.op("Slice", bias, past, keys, g.ints(2)),
         axis=2,
     )  # (B, W, M + W)
-    if G > 1:  # row w·G + g of a KV head's folded queries reads mask row w
-        bias = g.op("Tile", g.op("Unsqueeze", bias, g.ints(2)), g.ints(1, 1, G, 1))
-    bias = g.op("Reshape", bias, g.ints(0, 1, -1, 0))  # (B, 1, W·G, M + W)
+
+    def fold(mask_bias: str) -> str:
+        """(B, W', M + W) -> (B, 1, W'·G, M + W): row w·G + g of a KV head's folded queries
+        reads mask row w."""
+        if G > 1:
+            mask_bias = g.op("Tile", g.op("Unsqueeze", mask_bias, g.ints(2)), g.ints(1, 1, G, 1))
+        return g.op("Reshape", mask_bias, g.ints(0, 1, -1, 0))
+
+    # the last layer attends from the logit rows only (its keys and values, for the cache,
+    # come from every row)
+    bias, bias_rows = fold(bias), fold(g.op("Gather", bias, "logit_rows", axis=1))
     table = rope_cos_sin(
         torch.arange(rope_rows(decoder, max_len))[None], D, c.rope_theta, torch.float32
     )
@@ -161,6 +171,11 @@ def build_step_graph(decoder: Decoder, max_len: int, opset: int = 17):
     heads_shape = g.op("Concat", batch, g.ints(-1, Hkv, D), axis=0)  # (B, W, Hkv, D)
     fold_shape = g.op("Concat", batch, g.ints(Hkv, -1, D), axis=0)  # (B, Hkv, ·, D)
     split_at = g.op("Concat", slots, window, axis=0)  # probabilities: cache slots | window
+
+    def logit_rows_of(t: str, width: int) -> str:
+        """(B·W, width) -> (B·R, width): the rows `logit_rows` names."""
+        t = g.op("Reshape", t, g.op("Concat", batch, g.ints(-1, width), axis=0))
+        return g.op("Reshape", g.op("Gather", t, "logit_rows", axis=1), g.ints(-1, width))
 
     def by_kv_head(t: str) -> str:
         """(B·W, Hkv·D) -> (B, Hkv, W, D)."""
@@ -194,6 +209,9 @@ def build_step_graph(decoder: Decoder, max_len: int, opset: int = 17):
         k, v, k_raw = by_kv_head(k), by_kv_head(v), by_kv_head(k_raw)  # (B, Hkv, W, D)
         new_kv += [k, v]
         new_raw.append(k_raw)
+        last = i == N - 1
+        if last:  # from here on only the logit rows: queries, residual, MLP, norm
+            q, x = logit_rows_of(q, H * D), logit_rows_of(x, Hd)
         if Hkv == 1:  # (B·W, G·D) -> (B, 1, W·G, D): row w·G + g
             q = g.op("Reshape", q, fold_shape)
         else:  # (B, W, Hkv, G, D) -> (B, Hkv, W·G, D)
@@ -206,7 +224,7 @@ def build_step_graph(decoder: Decoder, max_len: int, opset: int = 17):
             g.op("MatMul", q, g.op("Transpose", k, perm=transposed)),
             axis=-1,
         )  # (B, Hkv, W·G, M + W)
-        probs = g.op("Softmax", g.op("Add", scores, bias), axis=-1)
+        probs = g.op("Softmax", g.op("Add", scores, bias_rows if last else bias), axis=-1)
         p_past, p_new = g.op("Split", probs, split_at, axis=-1, outputs=2)
         out = g.op("Add", g.op("MatMul", p_past, f"past_v_{i}"), g.op("MatMul", p_new, v))
         if Hkv == 1:
@@ -227,8 +245,7 @@ def build_step_graph(decoder: Decoder, max_len: int, opset: int = 17):
             else decoder.model.norm.weight
         )
         h, x = g.skip_norm(mlp, x, arr(following), eps)  # the next layer's input norm
-    hidden = g.op("Reshape", h, g.op("Concat", batch, g.ints(-1, Hd), axis=0))  # (B, W, Hd)
-    picked = g.op("Gather", hidden, "logit_rows", axis=1)  # (B, R, Hd)
+    picked = g.op("Reshape", h, g.op("Concat", batch, g.ints(-1, Hd), axis=0))  # (B, R, Hd)
     head = g.const(arr(decoder.lm_head.weight).T.copy(), "lm_head")
     g.nodes.append(helper.make_node("MatMul", [picked, head], ["logits"]))
     g.nodes.append(helper.make_node("Concat", new_kv, ["new_kv"], axis=1))
