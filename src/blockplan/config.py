@@ -34,7 +34,7 @@ from blockplan.params_file import (
 
 BACKENDS = ("auto", "torch", "onnxruntime", "tensorrt")
 SPEC_WINDOWS = ("adaptive", "block")
-ROLLOUT_DECODINGS = ("auto", "scaffold_spec", "ar")
+ROLLOUT_DECODINGS = ("scaffold_spec", "ar")
 STRATEGIES = (
     "ar",
     "full_diffusion",
@@ -182,11 +182,11 @@ class RolloutConfig:
     temperature: float = 0.5
     seed: int = 0
     max_deviation_m: float = 5.0
-    # How the N forked rows decode the trajectory: "scaffold_spec" (coupled drafts, then a
-    # sampled verify) or "ar" (one token per forward for all N rows); "auto": ar where a row
-    # costs what it computes (CPU backends: N rows' draft windows cost N times one's), spec
-    # on a GPU (rows are nearly free there). The tokens are the same either way.
-    trajectory_decoding: str = choice("auto", ROLLOUT_DECODINGS)
+    # How the N forked rows decode the trajectory: "scaffold_spec" (drafts coupled to the
+    # verify's uniforms; the faster on real sequences, where the model is sure and drafts
+    # run long) or "ar" (one token per forward for all N rows: faster where drafts are short,
+    # e.g. an unsure model on a CPU, where every row of a window costs). The same tokens.
+    trajectory_decoding: str = choice("scaffold_spec", ROLLOUT_DECODINGS)
 
     def __post_init__(self) -> None:
         _check_choices(self, "rollouts")

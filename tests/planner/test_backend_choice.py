@@ -1,6 +1,5 @@
-"""`model.backend: auto` (the shipped default) and what else the planner decides by its
-runner: onnxruntime for a float32 model of ours on a CPU where it is installed, torch
-otherwise; rollouts decode the trajectory token by token where rows cost (a CPU)."""
+"""`model.backend: auto` (the shipped default): onnxruntime for a float32 model of ours on a
+CPU where it is installed, torch otherwise; and the decoding options the params set."""
 
 from __future__ import annotations
 
@@ -51,19 +50,16 @@ def test_the_shipped_planner_runs_onnxruntime_and_streams():
     planner = Planner.from_folder("models/blockplan-tiny", load_config(default_params_path()))
     assert planner.runner.name == "onnxruntime" and planner.runner.streams
     assert planner.streaming_mode == "auto" and planner.streamer is not None
-    assert planner.rows_cost  # a CPU runner: rollouts decode the trajectory token by token
 
 
-def test_rollouts_trajectory_decoding_auto_follows_the_row_cost():
+def test_rollouts_trajectory_decoding_and_spec_window_reach_the_options():
     config = PlannerConfig()
-    assert config.rollouts.trajectory_decoding == "auto"
-    cpu = DecodeOptions.from_config(config, "rollouts", rows_cost=True)
-    gpu = DecodeOptions.from_config(config, "rollouts", rows_cost=False)
-    assert (cpu.rollout_trajectory, gpu.rollout_trajectory) == ("ar", "scaffold_spec")
-    named = config.with_params({"rollouts.trajectory_decoding": "scaffold_spec"})
-    assert DecodeOptions.from_config(named, "rollouts", True).rollout_trajectory == "scaffold_spec"
+    assert config.rollouts.trajectory_decoding == "scaffold_spec"
+    assert DecodeOptions.from_config(config, "rollouts").rollout_trajectory == "scaffold_spec"
+    named = config.with_params({"rollouts.trajectory_decoding": "ar"})
+    assert DecodeOptions.from_config(named, "rollouts").rollout_trajectory == "ar"
     assert DecodeOptions.from_config(config).spec_window == "adaptive"
     with pytest.raises(ConfigError, match="trajectory_decoding"):
-        config.with_params({"rollouts.trajectory_decoding": "fast"})
+        config.with_params({"rollouts.trajectory_decoding": "auto"})
     with pytest.raises(ConfigError, match="spec_window"):
         config.with_params({"decoding.spec_window": "wide"})

@@ -46,8 +46,8 @@ class DecodeOptions:
     stream_salt: int = 0  # mixed into the rollout streams (the planner: observation stamp)
     pipeline: PipelineOptions | None = None  # pipelined: thresholds (None: the defaults)
     spec_window: str = "adaptive"  # scaffold spec's windows (`decoding.spec_window`)
-    # how the forked rollouts decode the trajectory: "scaffold_spec" or "ar" (resolved from
-    # `rollouts.trajectory_decoding`, whose "auto" the planner decides by its backend)
+    # how the forked rollouts decode the trajectory: "scaffold_spec" or "ar"
+    # (`rollouts.trajectory_decoding`)
     rollout_trajectory: str = "scaffold_spec"
 
     def __post_init__(self) -> None:
@@ -63,16 +63,8 @@ class DecodeOptions:
             )
 
     @classmethod
-    def from_config(
-        cls, config: PlannerConfig, strategy: str | None = None, rows_cost: bool = True
-    ) -> DecodeOptions:
-        """The options `config` sets. `rows_cost`: whether the runner pays for every row it
-        computes (a CPU backend), which resolves `rollouts.trajectory_decoding: auto` to
-        "ar" (else to "scaffold_spec")."""
+    def from_config(cls, config: PlannerConfig, strategy: str | None = None) -> DecodeOptions:
         strategy = strategy or config.decoding.strategy
-        trajectory = config.rollouts.trajectory_decoding
-        if trajectory == "auto":
-            trajectory = "ar" if rows_cost else "scaffold_spec"
         return cls(
             strategy=strategy,
             confidence_threshold=config.decoding.confidence_threshold,
@@ -88,7 +80,7 @@ class DecodeOptions:
                 commit_divisor=config.pipeline.commit_divisor,
             ),
             spec_window=config.decoding.spec_window,
-            rollout_trajectory=trajectory,
+            rollout_trajectory=config.rollouts.trajectory_decoding,
         )
 
 

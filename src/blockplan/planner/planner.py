@@ -150,9 +150,6 @@ class Planner:
         )
         if spare:
             self.runner.prepare(self.cache)
-        # Whether the runner pays for every row it computes (a CPU backend; not a GPU, where
-        # rows are nearly free): rollouts.trajectory_decoding "auto" decides by it.
-        self.rows_cost = self.device.type == "cpu" and self.runner.name != "tensorrt"
         # The last answer (A,): the next plan's first draft (decoding.draft_from_previous).
         self.previous_answer: np.ndarray | None = None
         # A flow trajectory head (docs/ALGORITHMS.md §7.1): the text sections decode as
@@ -267,7 +264,7 @@ class Planner:
         self, observation: Observation | RobotObservation, strategy: str | None = None
     ) -> DecodedPlan:
         """Plan with `strategy` (default: the configured one); also return the raw result."""
-        options = DecodeOptions.from_config(self.config, strategy, self.rows_cost)
+        options = DecodeOptions.from_config(self.config, strategy)
         options = dataclasses.replace(options, stream_salt=observation.stamp_ns)
         timings: dict[str, float] = {}
         embeds, layout = self.embed(observation, timings)  # (1, P, W)
