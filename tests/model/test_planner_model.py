@@ -124,3 +124,16 @@ def test_without_frame_slot_embedding_a_frame_is_the_same_in_every_slot():
         tokens = model.visual(same)  # (4, G, W)
     assert torch.equal(tokens[0], tokens[1]) and torch.equal(tokens[2], tokens[3])
     assert not torch.equal(tokens[0], tokens[2])  # camera identity stays
+
+
+def test_frames_of_one_size_are_preprocessed_in_one_call_as_one_by_one():
+    """`preprocess_frames` resizes a batch of same-size frames in one call: the values of
+    resizing them one by one, bit for bit; mixed sizes go one by one."""
+    torch.manual_seed(0)
+    tower = PlannerModel(_config()).visual
+    rng = np.random.default_rng(0)
+    for shapes in ([(90, 160, 3)] * 8, [(48, 80, 3)] * 3, [(90, 160, 3), (61, 99, 3)]):
+        frames = [rng.integers(0, 256, shape, dtype=np.uint8) for shape in shapes]
+        frames[0].setflags(write=False)  # frames from a bag may be read-only
+        one = torch.cat([tower.preprocess(torch.tensor(f)[None]) for f in frames])
+        assert torch.equal(tower.preprocess_frames(frames), one)

@@ -10,9 +10,11 @@ frames in view-major order (camera 0 oldest→newest, then camera 1, …).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -227,6 +229,14 @@ class VisionTower(nn.Module):
         if tuple(x.shape[-2:]) != size:
             x = F.interpolate(x, size=size, mode="bilinear", antialias=True, align_corners=False)
         return x * 2.0 - 1.0
+
+    def preprocess_frames(self, images: Sequence[np.ndarray]) -> torch.Tensor:
+        """`preprocess` of uint8 (H', W', 3) frames → (N, 3, H, W): frames of one size in one
+        call (the resize treats every image of a batch alone: the same values as one by
+        one), others one by one. The frames are copied (they may be read-only)."""
+        if len({image.shape for image in images}) == 1:
+            return self.preprocess(torch.tensor(np.stack(images)))
+        return torch.cat([self.preprocess(torch.tensor(image)[None]) for image in images])
 
     def forward(
         self, images: torch.Tensor, scene_out: list[torch.Tensor] | None = None

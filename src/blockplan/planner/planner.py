@@ -344,11 +344,8 @@ class Planner:
     def images(self, observation: Observation | RobotObservation) -> torch.Tensor:
         """(K*T, 3, H, W) model-ready images from the view-major frames of `observation`."""
         self.check_frames(observation)
-        out = []
-        for frame in observation.frames:
-            image = torch.tensor(frame.image)[None]  # (1, H, W, 3), a copy: frames may be read-only
-            out.append(self.model.visual.preprocess(image))
-        return torch.cat(out).to(self.device, self.dtype)  # (K*T, 3, H, W)
+        images = self.model.visual.preprocess_frames([f.image for f in observation.frames])
+        return images.to(self.device, self.dtype)  # (K*T, 3, H, W)
 
     def check_frames(self, observation: Observation | RobotObservation) -> None:
         """Raise unless `observation.frames` are the model's K cameras x T frames in

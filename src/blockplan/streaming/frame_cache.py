@@ -81,9 +81,8 @@ class VisionFeatureCache:
         missing = {k: f for k, f in zip(keys, frames, strict=True) if k not in self._features}
         device = next(self.tower.parameters()).device
         if missing:
-            images = torch.cat(
-                [self.tower.preprocess(torch.tensor(f.image)[None]) for f in missing.values()]
-            ).to(device, dtype)  # (N, 3, H, W)
+            images = self.tower.preprocess_frames([f.image for f in missing.values()])
+            images = images.to(device, dtype)  # (N, 3, H, W)
             features = self.tower.project(images)  # (N, G, W)
             for key, feature in zip(missing, features, strict=True):
                 self._features[key] = feature
