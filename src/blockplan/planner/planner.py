@@ -344,7 +344,12 @@ class Planner:
     def images(self, observation: Observation | RobotObservation) -> torch.Tensor:
         """(K*T, 3, H, W) model-ready images from the view-major frames of `observation`."""
         self.check_frames(observation)
-        images = self.model.visual.preprocess_frames([f.image for f in observation.frames])
+        frames = [f.image for f in observation.frames]
+        visual = self.model.visual
+        if hasattr(visual, "preprocess_frames"):  # frames of one size in one resize
+            images = visual.preprocess_frames(frames)
+        else:  # (a Qwen2.5-VL encoder) one by one; a copy: frames may be read-only
+            images = torch.cat([visual.preprocess(torch.tensor(f)[None]) for f in frames])
         return images.to(self.device, self.dtype)  # (K*T, 3, H, W)
 
     def check_frames(self, observation: Observation | RobotObservation) -> None:
