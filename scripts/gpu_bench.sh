@@ -74,8 +74,9 @@ step "shipped tiny model tokens, cpu vs ${DEVICE}" 80 "${PY}" scripts/device_tok
 
 bench_tiny() {
   for device in cpu $( [[ "${DEVICE}" != cpu ]] && echo "${DEVICE}" ); do
+    # --backend torch: eager torch on both devices (auto would pick onnxruntime on the CPU)
     "${PY}" -m blockplan.cli bench --random-init tiny --iters "${TINY_ITERS}" --no-hf \
-      --no-compute-floor --device "${device}" --strategies ar,scaffold_spec,rollouts \
+      --no-compute-floor --device "${device}" --backend torch --strategies ar,scaffold_spec,rollouts \
       --json "${OUT_DIR}/bench_tiny_${device}.json" > /dev/null || return 1
   done
 }
