@@ -42,8 +42,13 @@ def main() -> int:
     for dtype in ("float32", "float64"):
         base = load_config(default_params_path())
         # full diffusion capped at 8 denoising steps: its CPU side dominates the time limit
-        config = base.with_params(
-            {"model.dtype": dtype, "model.num_threads": 1, "decoding.max_denoise_steps": 8}
+        config = base.with_params(  # eager torch: the reference every device path matches
+            {
+                "model.backend": "torch",
+                "model.dtype": dtype,
+                "model.num_threads": 1,
+                "decoding.max_denoise_steps": 8,
+            }
         )
         cpu = Planner.from_folder(args.model, config)
         on = {"model.device": args.device}

@@ -42,7 +42,11 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=0, help="also print the N commonest ops")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    overrides = {"model.num_threads": 1, "rollouts.num_rollouts": args.rollouts}
+    overrides = {  # torch: the ATen ops are what it counts
+        "model.backend": "torch",
+        "model.num_threads": 1,
+        "rollouts.num_rollouts": args.rollouts,
+    }
     config = load_config(default_params_path()).with_params(overrides)
     planner = Planner.from_folder(Path(args.model), config)
     inputs = [synthetic_input(planner.config, i, planner.schema) for i in range(4)]

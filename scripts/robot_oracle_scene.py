@@ -53,7 +53,8 @@ def main() -> None:
 
     manipulation.ManipulationEnv.observe = observe_with_truth
     vision.SmallCNN.extend = extend_with_truth
-    config, planner = robot_planner(folder, None, [], 1.0 / CONTROL_PERIOD_S)
+    # torch: the truth goes in through the torch vision tower patched above
+    config, planner = robot_planner(folder, None, ["model.backend=torch"], 1.0 / CONTROL_PERIOD_S)
     if not planner.model.config.vision.scene:
         raise SystemExit(f"{folder}: no scene token")
     seeds = list(range(first, first + episodes))
