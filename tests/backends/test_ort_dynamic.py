@@ -364,3 +364,18 @@ def test_float64_planners_run_the_float32_graph_with_the_same_tokens():
         assert got.plan.rollouts.dtype == reference.decode(obs, strategy).plan.rollouts.dtype
         want = reference.decode(obs, strategy).result.tokens
         np.testing.assert_array_equal(got.result.tokens, want)
+
+
+def test_a_position_outside_the_rope_table_is_a_clear_error(planners):
+    """The dynamic graph rotates with a table of positions [0, rope_rows) (the sidecar's
+    `dynamic.decoder.rope_rows`): a position outside it is refused by name, never read
+    out of bounds (or, negative, wrapped around)."""
+    _, ort = planners
+    limit = ort.runner.executor.rope_rows
+    assert limit >= ort.cache.max_len
+    c = ort.model.config.decoder
+    cache = KVCache.for_model(c, ort.cache.max_len, 1)
+    ids = torch.randint(0, c.vocab_size, (1, 2))
+    for positions in (torch.tensor([limit - 1, limit]), torch.tensor([-1, 0])):
+        with pytest.raises(ValueError, match="RoPE table"):
+            ort.runner(ids, positions=positions, mask=causal_mask(2), cache=cache)

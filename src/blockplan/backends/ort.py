@@ -61,6 +61,8 @@ class OrtExecutor:
                 "window); re-export with `blockplan export`"
             )
         self.dynamic_session = session(dynamic["file"]) if dynamic else None
+        # the positions the dynamic graph's RoPE table covers: [0, rope_rows)
+        self.rope_rows = int(dynamic.get("rope_rows", 0)) if dynamic else 0
         layers = int(self.sidecar.get("decoder", {}).get("num_layers", 0))
         self.past_names = tuple(f"past_{kv}_{i}" for i in range(layers) for kv in ("k", "v"))
         windows = () if self.dynamic else self.windows

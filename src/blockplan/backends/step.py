@@ -229,6 +229,12 @@ class StepBackend:
         """One call of the dynamic graph for all S new tokens against the `past` cached
         slots; returns the logits (B, R, V) of window rows `rows`."""
         B, S = x.shape[0], x.shape[1]
+        limit = getattr(self.executor, "rope_rows", 0)
+        if limit and (int(positions.min()) < 0 or int(positions.max()) >= limit):
+            raise ValueError(
+                f"{self.name}: positions {int(positions.min())}..{int(positions.max())} outside "
+                f"the dynamic graph's RoPE table [0, {limit}); re-export with a larger max_len"
+            )
         logits, new_kv, new_raw = self.executor.step_cached(
             x if x.dtype == torch.float32 else x.float(),
             positions,

@@ -38,7 +38,7 @@ import torch
 
 from blockplan.errors import UserError
 from blockplan.export.graphs import DecoderStep, VisionFrame
-from blockplan.export.ort_step import build_step_graph
+from blockplan.export.ort_step import build_step_graph, rope_rows
 from blockplan.model.planner_model import PlannerModel
 
 FORMAT = "blockplan-onnx"
@@ -226,6 +226,7 @@ def export_onnx(
             "file": DYNAMIC_FILE,
             "inputs": _value_infos(graph.graph.input),
             "outputs": _value_infos(graph.graph.output),
+            "rope_rows": rope_rows(model.decoder, max_len),  # positions it can rotate
         }
     for entry in (*graphs.values(), *extra.values()):
         path = folder / entry["file"]
