@@ -222,6 +222,28 @@ def test_time_jump_resets_and_recovers() -> None:
     assert outputs[-1].trajectory.stamp_ns == drive.t
 
 
+def test_the_planner_forgets_the_old_timeline_before_its_first_plan_of_the_new_one() -> None:
+    """After a time jump the planner's carry-over (streamed frames, the previous answer it
+    drafts from) is forgotten on the worker, before the new epoch's first plan: live and
+    replay then plan the new timeline alike (docs/RUNTIME.md "Live and offline")."""
+    events: list[str] = []
+
+    class RecordingPlanner(ConstantVelocityPlanner):
+        def plan(self, observation: Observation) -> Plan:
+            events.append("plan")
+            return super().plan(observation)
+
+        def reset_stream(self) -> None:
+            events.append("forget")
+
+    runtime, drive = _runtime("ideal", planner=RecordingPlanner())
+    drive.run(3)
+    assert events == ["plan"] * 3
+    drive.t -= 30 * 10**9  # the bag loops
+    drive.run(2)
+    assert events == ["plan"] * 3 + ["forget", "plan", "plan"]
+
+
 def test_clock_jump_back_without_inputs_resets() -> None:
     runtime, drive = _runtime("ideal")
     drive.run(5)

@@ -18,8 +18,8 @@ tick without the planner) and `plan_age` (age of the published plan).
 * `waits` / `degraded_requests`: ticks where a stale camera held back / degraded a request;
 * `time_jumps`: resets after a stamp or the clock went back; `discarded_results`: plans from
   before a reset (or older than the newest) that were dropped; `unchanged_window_replans`:
-  plans of the same window as the newest plan (no newer frame came meanwhile), dropped as
-  adding nothing;
+  plans of the same window as the newest plan, dropped as adding nothing (a window is planned
+  again only when a degraded request's window has since become complete);
 * `unfinished_plans`: plans still in flight when a replay ended;
 * `duplicate_frames` / `out_of_order_frames`, `duplicate_odometry` / `out_of_order_odometry`:
   inputs dropped as re-sent or late (not invalid); `odometry_restarts`: history restarts after

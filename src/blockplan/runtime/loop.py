@@ -5,8 +5,9 @@ Inputs arrive through `on_frame`, `on_odometry`, `on_route_command`, `on_lane_po
 `tick()` at `control.rate_hz`; every tick publishes, whatever inference costs:
 
 1. snapshot the frame window and the ego history at now;
-2. collect finished plans; if the worker is idle and the window is usable under the stale
-   camera policy (wait / degrade / fallback), hand it a new observation;
+2. collect finished plans; if the worker is idle, the window's newest frame is newer than the
+   last request's and the window is usable under the stale camera policy (wait / degrade /
+   fallback), hand it a new observation;
 3. publish the newest valid plan stitched to now and the current ego state, or the fallback
    when there is none younger than `max_plan_age_s` (or the policy demands it).
 
@@ -107,6 +108,9 @@ class PlannerRuntime:
         self._num_invalid_reported = 0
         self._rejected: list[RejectedPlan] = []
         self._schedule: dict[int, PlanWindow] | None = None
+        # (stamp, degraded?) of this epoch's last request: a window whose newest frame is not
+        # newer is not planned again (its plan would be dropped as adding nothing).
+        self._last_request: tuple[int, bool] | None = None
         if request_windows is not None:
             self._schedule = {w.stamp_ns: w for w in request_windows}
         # tick() and reset() may run on different executor threads in the live node.
@@ -193,6 +197,7 @@ class PlannerRuntime:
         self.lane_poses.clear()
         self.fallback.reset()
         self.newest = None
+        self._last_request = None
         self.epoch += 1
         self._last_tick_ns = None
         self.health.count(Count.TIME_JUMPS)
@@ -351,6 +356,15 @@ class PlannerRuntime:
             is_degraded = True
         if not self.worker.is_idle:
             return False, None, 0
+        if self._last_request is not None and snapshot.stamp_ns <= self._last_request[0]:
+            # No newer frame since the last request: its plan stands (or was rejected, and
+            # the same inputs would be again). Only a degraded window that has since become
+            # complete is worth planning again.
+            was_degraded = self._last_request[1]
+            if not (
+                was_degraded and not is_degraded and snapshot.stamp_ns == self._last_request[0]
+            ):
+                return False, None, 0
         route, degraded = self.route_command, snapshot.bad_cameras if is_degraded else ()
         if scheduled is not None:  # the window as the run we follow had it
             found = self.window.frames_by_stamp(scheduled.frames, scheduled.degraded_cameras)
@@ -382,6 +396,7 @@ class PlannerRuntime:
             self.health.record_latency(
                 "frame_spacing_error", snapshot.spacing_error_ns(self.window.period_ns)
             )
+        self._last_request = (snapshot.stamp_ns, is_degraded)
         start = self.stopwatch()
         self.worker.submit(InferenceRequest(observation, now, self.epoch, is_degraded, degraded))
         return True, None, self.stopwatch() - start

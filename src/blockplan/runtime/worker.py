@@ -108,6 +108,18 @@ def _run(
     )
 
 
+def forget_timeline(planner: RuntimePlanner) -> None:
+    """A request of a new epoch (the runtime reset after a time jump): the planner forgets
+    what carried over from the old timeline (streamed frames, the previous answer it drafts
+    from) before planning it, keeping its counters, so that what it plans depends only on
+    the requests of this timeline, live as in replay."""
+    reset_stream = getattr(planner, "reset_stream", None)
+    if reset_stream is not None:
+        reset_stream()
+    else:
+        planner.reset()
+
+
 class InferenceWorker(Protocol):
     """What `PlannerRuntime` drives: one request at a time, results polled at each tick."""
 
@@ -140,6 +152,7 @@ class VirtualWorker:
         self.timing = timing
         self.stopwatch = stopwatch
         self._pending: InferenceResult | None = None
+        self._epoch = 0  # the epoch of the last request (the runtime starts at 0)
 
     @property
     def is_idle(self) -> bool:
@@ -149,6 +162,9 @@ class VirtualWorker:
         if self._pending is not None:
             raise RuntimeError("VirtualWorker.submit while busy")
         measured = self.timing == "measured"
+        if request.epoch != self._epoch:
+            forget_timeline(self.planner)
+            self._epoch = request.epoch
         self._pending = _run(
             self.planner,
             self.postprocess,
@@ -192,6 +208,7 @@ class ThreadWorker:
         self._busy = False
         self._done: list[InferenceResult] = []
         self._closed = False
+        self._epoch = 0  # the epoch of the last request, read on the inference thread only
         self._thread = threading.Thread(target=self._run, name="blockplan-inference", daemon=True)
         self._thread.start()
 
@@ -232,6 +249,9 @@ class ThreadWorker:
                     return
                 request, self._request = self._request, None
             assert request is not None
+            if request.epoch != self._epoch:
+                forget_timeline(self.planner)
+                self._epoch = request.epoch
             result = _run(
                 self.planner,
                 self.postprocess,
