@@ -113,14 +113,14 @@ def test_closed_loop_and_the_demo_on_meta_world(folder, tmp_path):
     for policy in ("model", "expert"):
         assert 0.0 <= doc[policy]["success_rate"] <= 1.0
         assert 0 < doc[policy]["mean_steps"] <= 12
-    assert doc["model"]["chunks"] == 3  # steps 0, 4, 8: the receding horizon
+    assert doc["model"]["chunks"] == 6  # steps 0, 2, …, 10: the receding horizon (replan_steps 2)
     demo = tmp_path / "demo"
     args = ["demo", "--embodiment", "robot", "--out", str(demo), "--max-steps", "12",
             "--model", str(folder)]  # fmt: skip
     assert main(args) == 0
     metrics = json.loads((demo / "metrics.json").read_text())
     # The recorded closed-loop run, replayed through the same runtime: the same commands.
-    assert metrics["held_fraction"] == 0.0 and metrics["chunks"] == 3
+    assert metrics["held_fraction"] == 0.0 and metrics["chunks"] == 6
     assert all(v <= 1e-9 for v in metrics["action_mae"].values()), metrics["action_mae"]
     assert (demo / "report.html").is_file() and (demo / "episode.mcap").is_file()
 
@@ -162,6 +162,8 @@ def test_the_runtime_shows_the_model_what_training_showed_it(folder, tmp_path):
         recipe = RobotRecipe.of_folder(folder, data)
         examples = load_robot_examples(data, "train", recipe)
         config, planner = robot_planner(folder)
+        # a chunk every 4 steps: exactly the steps the demonstration rendered (render_every 4)
+        config = config.with_params({"robot.replan_steps": 4})
         seen = []
 
         class Recording:

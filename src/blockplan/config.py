@@ -523,7 +523,10 @@ class RobotConfig:
     joint_names: str = SAWYER_JOINTS  # comma-separated: the proprioceptive state's order
     instruction: str = ""  # used until the instruction topic has a message
     chunk_period_s: float = 0.0125  # the data set's control period
-    replan_steps: int = 4
+    replan_steps: int = 2
+    # > 0: each step's action is the weighted mean over every recent chunk that covers it,
+    # weight exp(-m·i) with i = 0 the oldest (ACT's temporal ensembling); 0: the newest only
+    temporal_ensemble: float = 0.0
     max_joint_state_age_s: float = 0.2
     velocity_per_unit: float = 0.8  # m/s end-effector velocity per action unit (Meta-World)
     command_frame: str = "world"
@@ -541,6 +544,8 @@ class RobotConfig:
                "names must be unique")  # fmt: skip
         _positive("robot.chunk_period_s", self.chunk_period_s)
         _check(self.replan_steps >= 1, "robot.replan_steps", self.replan_steps, "must be >= 1")
+        _check(self.temporal_ensemble >= 0 and math.isfinite(self.temporal_ensemble),
+               "robot.temporal_ensemble", self.temporal_ensemble, "must be finite and >= 0")  # fmt: skip
         _positive("robot.max_joint_state_age_s", self.max_joint_state_age_s)
         _positive("robot.velocity_per_unit", self.velocity_per_unit)
         for name in ("joint_states", "instruction", "twist", "gripper", "chunk"):

@@ -92,6 +92,37 @@ def test_receding_horizon_replans_every_k_steps_and_stitches_by_time():
     np.testing.assert_array_equal(obs.proprio, np.arange(len(JOINTS)))
 
 
+def test_temporal_ensembling_averages_every_chunk_that_covers_the_step():
+    """replan every 2 steps of 8: at step t the chunks of steps 0, 2, … ≤ t that reach t
+    (at most 4) are averaged with weight exp(-m·i), i = 0 the oldest."""
+    m = 0.5
+    runtime, clock, planner = make(replan_steps=2, temporal_ensemble=m)
+    outs = [feed(runtime, clock, t) for t in range(12)]
+    for t, out in enumerate(outs):
+        covering = [k for k in range(len(planner.calls)) if 0 <= t - 2 * k < H]
+        values = np.array([k + 0.01 * (t - 2 * k) for k in covering])
+        weights = np.exp(-m * np.arange(len(covering)))
+        assert not out.is_fallback and out.source is not None
+        assert out.step_index == t % 2  # the newest chunk's step, as without ensembling
+        np.testing.assert_allclose(out.action, np.full(D, weights @ values / weights.sum()))
+    assert len(covering) == 4  # the full overlap was exercised
+
+
+def test_without_ensembling_the_newest_chunk_alone_decides():
+    runtime, clock, planner = make(replan_steps=2)
+    outs = [feed(runtime, clock, t) for t in range(6)]
+    np.testing.assert_allclose(outs[5].action, 2 + 0.01)  # chunk 2 (step 4), its step 1
+
+
+def test_an_ensemble_forgets_the_chunks_of_an_old_timeline():
+    runtime, clock, planner = make(replan_steps=2, temporal_ensemble=0.1)
+    for t in range(4):
+        feed(runtime, clock, t)
+    runtime.reset("test")
+    out = feed(runtime, clock, 4)
+    np.testing.assert_allclose(out.action, len(planner.calls) - 1)  # the new chunk alone
+
+
 def test_a_chunk_is_stitched_at_its_matching_index_when_ticks_skip_steps():
     runtime, clock, planner = make(replan_steps=8)
     feed(runtime, clock, 0)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -123,6 +124,8 @@ class RobotRuntime:
         self.joints: JointSample | None = None
         self.epoch = 0
         self.newest: _Chunk | None = None
+        # The chunks that may still cover a step (temporal ensembling), oldest first.
+        self.recent: deque[ActionPlan] = deque(maxlen=64)
         self.last_gripper = 0.0
         self.last_output: RobotTick | None = None
         self.last_problem: dict[str, str] = {}
@@ -195,6 +198,7 @@ class RobotRuntime:
         self.window.clear()
         self.joints = None
         self.newest = None
+        self.recent.clear()
         self.epoch += 1
         self._last_tick_ns = None
         self.health.count("time_jumps")
@@ -259,7 +263,25 @@ class RobotRuntime:
             return hold, None, -1, "newest chunk older than control.max_plan_age_s"
         if index >= len(plan.actions):
             return hold, None, -1, f"newest chunk exhausted (step {index} of {len(plan.actions)})"
-        return np.asarray(plan.actions[max(index, 0)], dtype=np.float64), plan, max(index, 0), ""
+        action = np.asarray(plan.actions[max(index, 0)], dtype=np.float64)
+        if self.robot.temporal_ensemble > 0:
+            action = self._ensemble(now, action)
+        return action, plan, max(index, 0), ""
+
+    def _ensemble(self, now: int, newest: np.ndarray) -> np.ndarray:
+        """ACT's temporal ensembling: the weighted mean of what every recent chunk (within
+        `max_plan_age_s`) says for now, weight exp(-m·i), i = 0 the oldest covering chunk.
+        The newest chunk always covers now (the caller checked), so the mean is defined."""
+        max_age = seconds_to_ns(self.config.control.max_plan_age_s)
+        actions = []
+        for plan in self.recent:
+            step = self.step_of(plan, now)
+            if 0 <= step < len(plan.actions) and now - plan.stamp_ns <= max_age:
+                actions.append(np.asarray(plan.actions[step], dtype=np.float64))
+        if len(actions) <= 1:
+            return newest
+        weights = np.exp(-self.robot.temporal_ensemble * np.arange(len(actions)))
+        return np.einsum("i,id->d", weights / weights.sum(), np.stack(actions))
 
     def _collect(self) -> list[ActionPlan]:
         accepted = []
@@ -289,6 +311,7 @@ class RobotRuntime:
             self.health.count("discarded_results")
             return None
         self.newest = _Chunk(plan, result.latency_ns)
+        self.recent.append(plan)
         self.health.count("plans")
         return plan
 

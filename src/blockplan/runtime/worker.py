@@ -113,11 +113,13 @@ def forget_timeline(planner: RuntimePlanner) -> None:
     what carried over from the old timeline (streamed frames, the previous answer it drafts
     from) before planning it, keeping its counters, so that what it plans depends only on
     the requests of this timeline, live as in replay."""
-    reset_stream = getattr(planner, "reset_stream", None)
-    if reset_stream is not None:
-        reset_stream()
-    else:
-        planner.reset()
+    forget = getattr(planner, "reset_stream", None) or getattr(planner, "reset", None)
+    if forget is None:
+        return  # a planner without carry-over (a scripted one)
+    try:
+        forget()
+    except Exception:  # the worker must go on: the plan itself reports what is wrong
+        log.exception("the planner could not forget the old timeline")
 
 
 class InferenceWorker(Protocol):
