@@ -451,3 +451,15 @@ def test_tower_pretraining_on_scene_frames_then_keeps_the_perception_fixed(data,
     assert fixed and all(torch.equal(teacher[k], best[k]) for k in fixed)
     logged = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in logged if r.get("phase") == "tower"] == [1, 2, 3]
+
+    # A fine-tune from the folder (no tower phase) keeps the pretrained perception fixed in
+    # both phases, as the run that made it did; the rest trains.
+    tuned = tmp_path / "tuned"
+    tune = [a if a != str(run) else str(tuned) for a in argv]
+    assert main([*tune, "--init-from", str(run / "teacher")]) == 0
+    capsys.readouterr()
+    tuned_teacher, tuned_best = read_state_dict(tuned / "teacher"), read_state_dict(tuned / "best")
+    for k in fixed:
+        assert torch.equal(teacher[k], tuned_teacher[k]) and torch.equal(teacher[k], tuned_best[k])
+    decoder = [k for k in teacher if k.startswith("model.layers.")]
+    assert decoder and any(not torch.equal(teacher[k], tuned_teacher[k]) for k in decoder)

@@ -48,6 +48,13 @@ if TYPE_CHECKING:
     from blockplan.sim.scene_frames import SceneFrames
 
 
+def _has_scene(model: PlannerModel) -> bool:
+    """Whether the vision tower has a scene head (pretrained by a tower phase)."""
+    return any(
+        name.startswith("scene_head.") for name, _ in model.visual.encoder.named_parameters()
+    )
+
+
 def freeze_perception(model: PlannerModel) -> None:
     """Stop training what reads the image (convolutions, keypoint maps, scene head)."""
     for name, p in model.visual.encoder.named_parameters():
@@ -397,6 +404,11 @@ class RobotTrainer:
                     raise TrainError(f"--init-from {init_from}: its config differs from the run's")
                 self.log({"event": "init_from", "model": str(init_from)})
                 self.records["init_from"] = str(init_from)
+                if self.config.tower_freeze and self.tower_set is None and _has_scene(model):
+                    # a folder whose perception was pretrained (the scene head): it stays as
+                    # trained, as it did in the run that made the folder
+                    freeze_perception(model)
+                    self.records["perception_from"] = str(init_from)
             else:
                 model = PlannerModel(self.recipe.model_config)
                 init_weights(model)
@@ -417,7 +429,9 @@ class RobotTrainer:
         student_model = copy.deepcopy(model)
         for p in student_model.parameters():
             p.requires_grad_(True)
-        if self.config.tower_freeze and "tower" in self.records:
+        if self.config.tower_freeze and (
+            "tower" in self.records or "perception_from" in self.records
+        ):
             freeze_perception(student_model)
         student = ChunkDiffusionModule(
             student_model, self.recipe, "block_causal", scene_probe=self.scene_probe
