@@ -124,8 +124,8 @@ def test_active_node_publishes_a_path_at_the_control_rate(context):
     try:
         assert planner.trigger_configure() == TransitionCallbackReturn.SUCCESS
         assert planner.trigger_activate() == TransitionCallbackReturn.SUCCESS
-        # what activation loaded is out of the cyclic collector's full passes (a pause of
-        # 100+ ms on the control timer otherwise), and back in once deactivated
+        # what activation loaded is out of the cyclic collector's full passes (~200 ms with
+        # the GIL held over such a heap), and back in once deactivated
         assert gc.get_freeze_count() > 0
         time.sleep(1.0)  # windows fill, the first plans arrive
         start = time.monotonic()

@@ -173,7 +173,8 @@ class PlannerNode(Node):
             self._warmup_ms = warmup_ms
             # Everything loaded so far (torch, onnxruntime, the model, the warm-up) lives as
             # long as the node is active: frozen out of the cyclic collector, whose full
-            # passes over that heap would otherwise stall the control timer for 100+ ms.
+            # passes over a heap like it take ~200 ms (measured in the test process, which
+            # holds the same libraries), the GIL held throughout: a stalled control timer.
             gc.collect()
             gc.freeze()
             self._weights = weights_of(planner)
