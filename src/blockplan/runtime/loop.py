@@ -19,30 +19,26 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 from collections import deque
 from collections.abc import Iterable
 
 from blockplan.config import PlannerConfig
 from blockplan.runtime.clock import Clock, Stopwatch, default_stopwatch
+from blockplan.runtime.core import RuntimeCore
 from blockplan.runtime.diagnostics import diagnostic_statuses
 from blockplan.runtime.ego import EgoHistory, OdometryResult
-from blockplan.runtime.frames import FrameWindow, PushResult, WindowSnapshot
-from blockplan.runtime.health import Count, DiagnosticStatusData, Health, InvalidInput
+from blockplan.runtime.frames import WindowSnapshot
+from blockplan.runtime.health import Count, DiagnosticStatusData, InvalidInput
 from blockplan.runtime.limits import RuntimeLimits
 from blockplan.runtime.output import TickOutput, choose_trajectory
 from blockplan.runtime.planner import HistorySpec, history_spec
 from blockplan.runtime.plans import AcceptedPlan, PlanWindow, RejectedPlan
 from blockplan.runtime.worker import ErrorKind, InferenceRequest, InferenceResult, InferenceWorker
 from blockplan.trajectory import Fallback, Pose2D
-from blockplan.types import DEFAULT_ROUTE_COMMAND, CameraFrame, EgoState, Observation, seconds_to_ns
+from blockplan.types import DEFAULT_ROUTE_COMMAND, EgoState, Observation, seconds_to_ns
 
 log = logging.getLogger(__name__)
 
-_DROPPED_FRAMES = {
-    PushResult.DUPLICATE: Count.DUPLICATE_FRAMES,
-    PushResult.OUT_OF_ORDER: Count.OUT_OF_ORDER_FRAMES,
-}
 _DROPPED_ODOMETRY = {
     OdometryResult.OUT_OF_ORDER: Count.OUT_OF_ORDER_ODOMETRY,
     OdometryResult.DUPLICATE: Count.DUPLICATE_ODOMETRY,
@@ -54,7 +50,7 @@ _INVALID_ODOMETRY = {
 }
 
 
-class PlannerRuntime:
+class PlannerRuntime(RuntimeCore):
     """Buffers, worker, stitching, fallback and health behind one object."""
 
     def __init__(
@@ -73,17 +69,9 @@ class PlannerRuntime:
         with exactly their frames, ego stamps and route command, when the newest frame
         reaches their stamp (replay following a live run's requests, docs/RUNTIME.md "Live
         and offline")."""
-        self.config = config
-        self.worker = worker
+        super().__init__(config, worker, clock, limits, stopwatch)
         planner = worker.planner
-        self.clock = clock
-        self.limits = limits or RuntimeLimits()
-        self.stopwatch = stopwatch
-        self.health = Health(self.limits.latency_window)
         fw = config.frame_window
-        self.window = FrameWindow(
-            config.camera_names, fw, self.limits.time_jump_s, self.limits.frames_per_window_frame
-        )
         # The ego history exactly as the model was trained with it (its schema's rows and
         # spacing; sim/labels.py samples the recorded states at those times). The buffer
         # reaches back over that span from a window stamp up to max_frame_age_s old, with
@@ -92,20 +80,14 @@ class PlannerRuntime:
         self.ego = EgoHistory(self.limits, self.history.span_s + fw.max_frame_age_s + 1.0)
         # The stop keeps to the comfort jerk where it can (a fallback is not an emergency).
         self.fallback = Fallback(config.fallback, config.trajectory, config.comfort)
-        self.period_ns = seconds_to_ns(1.0 / config.control.rate_hz)
         self.route_command = DEFAULT_ROUTE_COMMAND
         # (stamp, (offset, heading error)) of the recent lane poses, oldest first (256: over
         # max_lane_pose_age_s even at 1 kHz); only a planner whose ego encoder reads them is
         # given one (model/ego.py).
         self.lane_poses: deque[tuple[int, tuple[float, float]]] = deque(maxlen=256)
         self.reads_lane_pose = bool(getattr(planner, "reads_lane_pose", False))
-        self.epoch = 0
         self.newest: AcceptedPlan | None = None
         self.last_output: TickOutput | None = None
-        self.last_problem: dict[str, str] = {}
-        self._last_tick_ns: int | None = None
-        self._events: list[str] = []
-        self._num_invalid_reported = 0
         self._rejected: list[RejectedPlan] = []
         self._schedule: dict[int, PlanWindow] | None = None
         # (stamp, degraded?) of this epoch's last request: a window whose newest frame is not
@@ -113,8 +95,6 @@ class PlannerRuntime:
         self._last_request: tuple[int, bool] | None = None
         if request_windows is not None:
             self._schedule = {w.stamp_ns: w for w in request_windows}
-        # tick() and reset() may run on different executor threads in the live node.
-        self._lock = threading.RLock()
 
     @property
     def input_span_s(self) -> float:
@@ -124,20 +104,6 @@ class PlannerRuntime:
         return max((fw.num_frames - 1) * fw.frame_period_s, self.history.span_s)
 
     # ---------------------------------------------------------------- inputs (any thread)
-
-    def on_frame(self, frame: CameraFrame) -> PushResult | None:
-        if frame.camera not in self.window.cameras:
-            self.on_invalid_input(
-                InvalidInput.UNKNOWN_CAMERA, f"frame from camera {frame.camera!r}"
-            )
-            return None
-        result = self.window.push(frame)
-        if result == PushResult.TIME_JUMP:
-            self.reset(f"camera {frame.camera} stamp jumped back to {frame.stamp_ns} ns")
-            result = self.window.push(frame)
-        elif result in _DROPPED_FRAMES:
-            self.health.count(_DROPPED_FRAMES[result])
-        return result
 
     def on_odometry(self, ego: EgoState) -> OdometryResult:
         result = self.ego.push(ego)
@@ -177,32 +143,12 @@ class PlannerRuntime:
                 return pose if stamp >= oldest else None
         return None
 
-    def on_invalid_input(self, kind: InvalidInput, detail: str) -> None:
-        """An input the adapter could not use (undecodable image, corrupt message…)."""
-        kind = InvalidInput(kind)  # ValueError naming an unknown kind
-        self.health.count_invalid(kind)
-        # The first of each kind is a warning; repeats (a broken camera at 30 Hz) go to debug.
-        level = logging.DEBUG if kind.value in self.last_problem else logging.WARNING
-        self.last_problem[kind.value] = detail
-        log.log(level, "invalid input (%s): %s", kind.value, detail)
-
-    def reset(self, reason: str) -> None:
-        """Forget everything tied to the old timeline (time jump)."""
-        with self._lock:
-            self._reset(reason)
-
-    def _reset(self, reason: str) -> None:
-        self.window.clear()
+    def _forget_timeline(self) -> None:
         self.ego.clear()
         self.lane_poses.clear()
         self.fallback.reset()
         self.newest = None
         self._last_request = None
-        self.epoch += 1
-        self._last_tick_ns = None
-        self.health.count(Count.TIME_JUMPS)
-        self._events.append(f"time jump: {reason}")
-        log.warning("time jump, runtime reset: %s", reason)
 
     # ---------------------------------------------------------------- the tick
 
@@ -213,13 +159,7 @@ class PlannerRuntime:
 
     def _tick(self) -> TickOutput:
         start = self.stopwatch()
-        now = self.clock.now_ns()
-        if self._last_tick_ns is not None:
-            if now < self._last_tick_ns - seconds_to_ns(self.limits.time_jump_s):
-                self._reset(f"clock jumped back from {self._last_tick_ns} to {now} ns")
-            elif now - self._last_tick_ns > self.period_ns * 3 // 2:
-                self.health.count(Count.DEADLINE_MISSES)  # the timer itself fired late
-        self.health.count(Count.TICKS)
+        now = self._begin_tick()
         snapshot = self.window.snapshot(now)
         new_plans = self._collect(now)
         is_requested, forced_reason, inference_ns = self._maybe_request(now, snapshot)
@@ -233,12 +173,7 @@ class PlannerRuntime:
             self.health.count(Count.FALLBACKS)
         elif choice.source is not None:
             self.health.record_latency("plan_age", max(0, now - choice.source.stamp_ns))
-        tick_ns = self.stopwatch() - start - inference_ns
-        if tick_ns > self.period_ns:
-            self.health.count(Count.DEADLINE_MISSES)
-        self.health.record_latency("tick", tick_ns)
-        self._last_tick_ns = now
-        events, self._events = tuple(self._events), []
+        tick_ns, events = self._end_tick(now, start, inference_ns)
         rejected, self._rejected = tuple(self._rejected), []
         output = TickOutput(
             now_ns=now,
@@ -436,6 +371,3 @@ class PlannerRuntime:
                 self.health.record_latency("inference", result.latency_ns)
                 self.health.count(Count.UNFINISHED_PLANS)
             return len(pending)
-
-    def close(self) -> None:
-        self.worker.close()

@@ -22,7 +22,6 @@ for that state, as in the data set) with the newest frames at or before it.
 from __future__ import annotations
 
 import logging
-import threading
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -30,8 +29,9 @@ import numpy as np
 
 from blockplan.config import PlannerConfig
 from blockplan.runtime.clock import Clock, Stopwatch, default_stopwatch
-from blockplan.runtime.frames import CameraState, FrameWindow, PushResult, WindowSnapshot
-from blockplan.runtime.health import ERROR, OK, WARN, DiagnosticStatusData, Health
+from blockplan.runtime.core import RuntimeCore
+from blockplan.runtime.frames import CameraState, WindowSnapshot
+from blockplan.runtime.health import ERROR, OK, WARN, DiagnosticStatusData
 from blockplan.runtime.limits import RuntimeLimits
 from blockplan.runtime.plans import InvalidPlanError
 from blockplan.runtime.worker import (
@@ -41,7 +41,7 @@ from blockplan.runtime.worker import (
     ThreadWorker,
     VirtualWorker,
 )
-from blockplan.types import ActionPlan, CameraFrame, RobotObservation, seconds_to_ns
+from blockplan.types import ActionPlan, RobotObservation, seconds_to_ns
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class _Chunk:
     started: set[int] = field(default_factory=set)
 
 
-class RobotRuntime:
+class RobotRuntime(RuntimeCore):
     """Frame window, joint state, instruction, worker, stitching and hold behind one object."""
 
     def __init__(
@@ -97,56 +97,27 @@ class RobotRuntime:
         stopwatch: Stopwatch = default_stopwatch,
         action_dim: int | None = None,
     ) -> None:
-        self.config = config
-        self.robot = config.robot
-        self.worker: InferenceWorker
+        worker: InferenceWorker
         if timing is None:
-            self.worker = ThreadWorker(planner, clock, check_chunk, stopwatch)
+            worker = ThreadWorker(planner, clock, check_chunk, stopwatch)
         else:
-            self.worker = VirtualWorker(planner, timing, check_chunk, stopwatch)
-        self.clock = clock
-        self.limits = limits or RuntimeLimits()
-        self.stopwatch = stopwatch
-        self.health = Health(self.limits.latency_window)
-        self.window = FrameWindow(
-            config.camera_names,
-            config.frame_window,
-            self.limits.time_jump_s,
-            self.limits.frames_per_window_frame,
-        )
+            worker = VirtualWorker(planner, timing, check_chunk, stopwatch)
+        super().__init__(config, worker, clock, limits, stopwatch)
+        self.robot = config.robot
         schema = getattr(planner, "schema", None)
         self.action_dim = int(action_dim or getattr(schema, "action_dim", 4))
         self.horizon = int(getattr(schema, "horizon", 0)) or None
         self.proprio_dim = getattr(schema, "proprio_dim", None)
-        self.period_ns = seconds_to_ns(1.0 / config.control.rate_hz)
         self.chunk_period_ns = seconds_to_ns(self.robot.chunk_period_s)
         self.instruction = self.robot.instruction
         self.joints: JointSample | None = None
-        self.epoch = 0
         self.newest: _Chunk | None = None
         # The chunks that may still cover a step (temporal ensembling), oldest first.
         self.recent: deque[ActionPlan] = deque(maxlen=64)
         self.last_gripper = 0.0
         self.last_output: RobotTick | None = None
-        self.last_problem: dict[str, str] = {}
-        self._last_tick_ns: int | None = None
-        self._events: list[str] = []
-        self._num_invalid_reported = 0
-        self._lock = threading.RLock()
 
     # ---------------------------------------------------------------- inputs (any thread)
-
-    def on_frame(self, frame: CameraFrame) -> PushResult | None:
-        if frame.camera not in self.window.cameras:
-            self.on_invalid_input("unknown_camera", f"frame from camera {frame.camera!r}")
-            return None
-        result = self.window.push(frame)
-        if result == PushResult.TIME_JUMP:
-            self.reset(f"camera {frame.camera} stamp jumped back to {frame.stamp_ns} ns")
-            result = self.window.push(frame)
-        elif result != PushResult.ACCEPTED:
-            self.health.count(f"{result.value}_frames")
-        return result
 
     def on_joint_state(self, stamp_ns: int, names: list[str] | tuple[str, ...], positions) -> bool:
         """A joint state (any joint order, extra joints ignored). False (and counted) when
@@ -184,26 +155,10 @@ class RobotRuntime:
             self._events.append(f"instruction: {text}")
         self.instruction = text
 
-    def on_invalid_input(self, kind: str, detail: str) -> None:
-        self.health.count_invalid(kind)
-        level = logging.DEBUG if kind in self.last_problem else logging.WARNING
-        self.last_problem[kind] = detail
-        log.log(level, "invalid input (%s): %s", kind, detail)
-
-    def reset(self, reason: str) -> None:
-        with self._lock:
-            self._reset(reason)
-
-    def _reset(self, reason: str) -> None:
-        self.window.clear()
+    def _forget_timeline(self) -> None:
         self.joints = None
         self.newest = None
         self.recent.clear()
-        self.epoch += 1
-        self._last_tick_ns = None
-        self.health.count("time_jumps")
-        self._events.append(f"time jump: {reason}")
-        log.warning("time jump, runtime reset: %s", reason)
 
     # ---------------------------------------------------------------- the tick
 
@@ -217,13 +172,7 @@ class RobotRuntime:
 
     def _tick(self) -> RobotTick:
         start = self.stopwatch()
-        now = self.clock.now_ns()
-        if self._last_tick_ns is not None:
-            if now < self._last_tick_ns - seconds_to_ns(self.limits.time_jump_s):
-                self._reset(f"clock jumped back from {self._last_tick_ns} to {now} ns")
-            elif now - self._last_tick_ns > self.period_ns * 3 // 2:
-                self.health.count("deadline_misses")
-        self.health.count("ticks")
+        now = self._begin_tick()
         snapshot = self.window.snapshot(now)
         new = self._collect()
         is_requested, forced, inference_ns = self._maybe_request(now, snapshot)
@@ -237,12 +186,7 @@ class RobotRuntime:
             self.health.record_latency("plan_age", max(0, now - source.stamp_ns))
             self.newest.started.add(index)  # type: ignore[union-attr]
         self.last_gripper = float(action[-1])
-        tick_ns = self.stopwatch() - start - inference_ns
-        if tick_ns > self.period_ns:
-            self.health.count("deadline_misses")
-        self.health.record_latency("tick", tick_ns)
-        self._last_tick_ns = now
-        events, self._events = tuple(self._events), []
+        tick_ns, events = self._end_tick(now, start, inference_ns)
         output = RobotTick(now, action, is_fallback, reason, source, index, tuple(new),
                            is_requested, tick_ns, snapshot, events)  # fmt: skip
         self.last_output = output
@@ -417,6 +361,3 @@ class RobotRuntime:
         latencies = self.health.latencies_ms()
         return {**counts, "latency_ms": latencies["inference"], "tick_ms": latencies["tick"],
                 "plan_age_ms": latencies["plan_age"]}  # fmt: skip
-
-    def close(self) -> None:
-        self.worker.close()
