@@ -114,6 +114,12 @@ def test_closed_loop_and_the_demo_on_meta_world(folder, tmp_path):
         assert 0.0 <= doc[policy]["success_rate"] <= 1.0
         assert 0 < doc[policy]["mean_steps"] <= 12
     assert doc["model"]["chunks"] == 6  # steps 0, 2, …, 10: the receding horizon (replan_steps 2)
+    for episode in doc["episodes"]:  # how close each came, next to the runtime's counters
+        extra = episode["extra"]
+        assert 0.0 <= extra["closest_distance_m"] <= extra["final_distance_m"]
+        if not episode["success"]:
+            assert extra["final_distance_m"] >= 0.05
+    assert "fallbacks" in doc["episodes"][0]["extra"]  # the model's episode comes first
     demo = tmp_path / "demo"
     args = ["demo", "--embodiment", "robot", "--out", str(demo), "--max-steps", "12",
             "--model", str(folder)]  # fmt: skip

@@ -59,6 +59,30 @@ def test_the_scripted_expert_solves_reach_and_frames_come_when_asked(reach):
     assert set(demo.frames[0]) == {"front", "wrist"}
 
 
+@pytest.mark.parametrize("task, radius", [("reach", 0.05), ("push", 0.05), ("pick-place", 0.07)])
+def test_the_task_distance_is_what_success_is_judged_on(task, radius):
+    """The closed loop reports how close a failure came (`final_distance_m`): the distance
+    must be the one Meta-World's success tests, so it crosses the radius where success does."""
+    from blockplan.closedloop.robot import expert_actor, run_episode
+
+    env = ManipulationEnv(task, image_size=16)
+    try:
+        env.reset(900_000)
+        start = env.task_distance()
+        result = run_episode(env, "expert", 900_000, expert_actor(env), 150, render_every=151)
+        assert result.success
+        assert result.extra["final_distance_m"] < radius < start
+        assert result.extra["closest_distance_m"] <= result.extra["final_distance_m"]
+        # the same run one step short of its success: not yet within the radius
+        env.reset(900_000)
+        for _ in range(result.steps - 1):
+            env.step(env.expert_action(), render=False)
+        assert not env.success
+        assert env.task_distance() >= radius
+    finally:
+        env.close()
+
+
 def test_a_demonstration_bag_reads_back_step_for_step(reach, tmp_path):
     from blockplan.bags import open_bag_reader
     from blockplan.sim.robot_bag import read_demo_bag, write_demo_bag

@@ -137,6 +137,7 @@ def run_episode(
     period_ns = round(CONTROL_PERIOD_S * 1e9)
     actions = []
     trace: dict[str, Any] = {"joints": [], "velocities": [], "frames": {}, "actions": []}
+    closest = env.task_distance()
     for t in range(max_steps):
         action = np.asarray(act(t, START_NS + t * period_ns, obs), dtype=np.float64)
         actions.append([round(float(a), 4) for a in action])
@@ -147,10 +148,14 @@ def run_episode(
             if obs.frames is not None:
                 trace["frames"][t] = obs.frames
         obs = env.step(action, render=(t + 1) % render_every == 0)
+        closest = min(closest, env.task_distance())
         if env.success:
             break
     steps = env.success_step if env.success else max_steps
     result = EpisodeResult(policy, env.spec.name, int(seed), env.success, int(steps), actions)
+    # how close a failure came: where the task ended and the closest it got
+    result.extra["final_distance_m"] = round(env.task_distance(), 4)
+    result.extra["closest_distance_m"] = round(closest, 4)
     if record:
         from blockplan.sim.manipulation import Demonstration
 
@@ -200,6 +205,7 @@ def model_actor(runtime: Any, clock: VirtualClock, instruction: str, record: dic
 def summarize(results: list[EpisodeResult]) -> dict[str, Any]:
     if not results:
         return {}
+    failed = [r.extra["final_distance_m"] for r in results if not r.success]
     return {
         "episodes": len(results),
         "success_rate": float(np.mean([r.success for r in results])),
@@ -209,6 +215,10 @@ def summarize(results: list[EpisodeResult]) -> dict[str, Any]:
             if any(r.success for r in results)
             else None
         ),  # fmt: skip
+        # the failures' final distance to the goal (m): near misses or lost episodes
+        "failed_final_distance_m": (
+            {"median": float(np.median(failed)), "max": float(np.max(failed))} if failed else None
+        ),
     }
 
 
@@ -251,7 +261,7 @@ def evaluate_robot(
                 every = render_every if policy == "model" else max_steps + 1
                 result = run_episode(env, policy, seed, act, max_steps, every)
                 if policy == "model":
-                    result.extra = runtime.metrics()
+                    result.extra.update(runtime.metrics())
                     runtime.close()
                 results.append(result)
                 if progress:

@@ -194,6 +194,15 @@ class ManipulationEnv:
             out[name] = np.array(self._renderer.render(), dtype=np.uint8)
         return out
 
+    def task_distance(self) -> float:
+        """What the task's success is judged on (m), as Meta-World measures it: the distance
+        from the gripper's centre point to the goal for reach, from the object to the goal
+        for push and pick-place (success within 5 cm; 7 cm for pick-place)."""
+        assert self._state is not None
+        goal = self._state[SCENE_GOAL]
+        moved = self.env.tcp_center if self.spec.name == "reach" else self._state[SCENE_OBJECT]
+        return float(np.linalg.norm(np.asarray(moved) - goal))
+
     def expert_action(self) -> np.ndarray:
         assert self._state is not None
         return np.clip(np.asarray(self.expert.get_action(self._state), np.float64), -1.0, 1.0)
