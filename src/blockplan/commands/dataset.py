@@ -50,6 +50,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="recovery samples: about every S s add 0.4-0.8 s of steering to the expert's, keep "
         "only samples whose future the expert drove itself (default: no perturbations)",
     )
+    parser.add_argument(
+        "--policy-model",
+        metavar="MODEL",
+        help="on-policy (DAgger) samples: MODEL drives each episode in closed loop and every "
+        "--branch-every s the expert, in a copy of the world, labels the state it reached "
+        "(closedloop/dagger.py; needs --no-export)",
+    )
+    parser.add_argument(
+        "--branch-every",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds between the on-policy samples of an episode (1.0 with --policy-model)",
+    )
     parser.add_argument("--num-frames", type=int, default=2, help="frames per camera (2)")
     parser.add_argument(
         "--frame-period", type=float, default=0.5, help="seconds between a sample's frames (0.5)"
@@ -64,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from blockplan.planner.loading import ModelLoadError
     from blockplan.sim.dataset import DatasetError, DatasetOptions
     from blockplan.sim.dataset_writer import DatasetWriter
     from blockplan.sim.rig import RigError, load_rig
@@ -89,12 +104,20 @@ def run(args: argparse.Namespace) -> int:
             test_fraction=args.test_fraction,
             start_s=args.start,
             perturb_every_s=args.perturb_every,
+            policy_model=args.policy_model,
+            branch_every_s=(args.branch_every or 1.0) if args.policy_model else args.branch_every,
         )
+        if options.policy_model is not None and not args.no_export:
+            raise DatasetError("--policy-model writes no Fast-dDrive export: add --no-export")
+        if options.policy_model is not None:  # a bad folder fails here, not in a worker
+            from blockplan.closedloop.dagger import policy
+
+            policy(options.policy_model)
         writer = DatasetWriter(
             args.out, options, rig, export_fastddrive=not args.no_export, workers=args.workers
         )
         manifest = writer.run(progress=True)
-    except (DatasetError, RigError, ScenarioError) as e:
+    except (DatasetError, RigError, ScenarioError, ModelLoadError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(json.dumps({"out": args.out, **manifest["counts"]}, indent=2))

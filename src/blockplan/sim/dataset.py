@@ -90,6 +90,11 @@ class DatasetOptions:
     # 0.4-0.8 s (`episode.perturbation_schedule`); samples whose 5 s future holds a perturbed
     # step are dropped, so every label is the expert's own driving. None: no perturbations.
     perturb_every_s: float | None = None
+    # On-policy samples (closedloop/dagger.py): this model folder drives each episode in
+    # closed loop and every `branch_every_s` the expert, in a copy of the world, labels the
+    # state it reached. None: the expert drives (the default).
+    policy_model: str | None = None
+    branch_every_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in self.scenarios:
@@ -114,6 +119,12 @@ class DatasetOptions:
             raise DatasetError(f"start={self.start_s}: must be >= 0 s")
         if self.perturb_every_s is not None and not self.perturb_every_s > 0:
             raise DatasetError(f"perturb_every={self.perturb_every_s}: must be > 0 s")
+        if (self.policy_model is None) != (self.branch_every_s is None):
+            raise DatasetError("policy_model and branch_every_s go together")
+        if self.branch_every_s is not None and not self.branch_every_s > 0:
+            raise DatasetError(f"branch_every={self.branch_every_s}: must be > 0 s")
+        if self.policy_model is not None and self.perturb_every_s is not None:
+            raise DatasetError("--policy-model and --perturb-every do not combine")
         if self.num_frames < 1 or self.frame_period_s <= 0 or self.sample_period_s <= 0:
             raise DatasetError("num_frames >= 1, frame_period_s > 0, sample_period_s > 0")
 

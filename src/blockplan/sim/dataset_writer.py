@@ -44,6 +44,8 @@ def make_episode(
     root: Path, options: DatasetOptions, rig: Rig, scenario: str, seed: int, export: bool
 ) -> tuple[bool, dict[str, Any]]:
     """Simulate, render, label and write one episode: (kept, manifest entry)."""
+    if options.policy_model is not None:
+        return _make_dagger_episode(root, options, rig, scenario, seed)
     log = run_episode(
         get_scenario(scenario), seed, options.duration_s, episode_perturbations(options, seed)
     )
@@ -74,6 +76,29 @@ def make_episode(
     }
 
 
+def _make_dagger_episode(
+    root: Path, options: DatasetOptions, rig: Rig, scenario: str, seed: int
+) -> tuple[bool, dict[str, Any]]:
+    """The on-policy variant of `make_episode` (closedloop/dagger.py)."""
+    from blockplan.closedloop.dagger import dagger_samples
+
+    arrays, info = dagger_samples(options, rig, scenario, seed)
+    entry: dict[str, Any] = {"scenario": scenario, "seed": seed, **info}
+    if arrays is None:
+        return False, {**entry, "no_samples": True}
+    split = split_of(seed, options.val_fraction, options.test_fraction)
+    shard = root / split / f"{scenario}-{seed:06d}.npz"
+    shard.parent.mkdir(parents=True, exist_ok=True)
+    save_shard(shard, arrays)
+    return True, {
+        **entry,
+        "split": split,
+        "shard": str(shard.relative_to(root)),
+        "num_samples": int(arrays["stamp_ns"].shape[0]),
+        "sha256": _sha256(shard),
+    }
+
+
 class DatasetWriter:
     """Generates (or resumes) a data set in `root`."""
 
@@ -97,9 +122,18 @@ class DatasetWriter:
     def _options_doc(self) -> dict[str, Any]:
         doc = asdict(self.options)
         doc["scenarios"] = list(self.options.scenarios)
-        for name in ("start_s", "perturb_every_s"):  # defaults: older data sets still match
-            if doc[name] is None:
+        for name in ("start_s", "perturb_every_s", "policy_model", "branch_every_s"):
+            if doc[name] is None:  # defaults: older data sets still match
                 del doc[name]
+        if self.options.policy_model is not None:  # resume only with the same weights
+            from blockplan.planner.loading import ModelLoadError, resolve_model_dir
+
+            try:
+                folder = resolve_model_dir(self.options.policy_model, where="--policy-model")
+            except ModelLoadError:  # a baseline (constant-velocity) or random-init
+                folder = None
+            if folder is not None:
+                doc["policy_weights_sha256"] = _sha256(Path(folder) / "model.safetensors")
         doc["cameras"] = list(self.rig.names)
         doc["image_size"] = [self.rig.cameras[0].height, self.rig.cameras[0].width]
         return doc

@@ -1,0 +1,110 @@
+"""On-policy (DAgger) samples: a planner drives, the expert labels the states it reached."""
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("highway_env")
+
+from blockplan.cli import main
+from blockplan.closedloop import EpisodeSpec
+from blockplan.closedloop.dagger import policy, run_dagger_episode
+from blockplan.sim.dataset import MANIFEST, iter_split, load_shard
+from blockplan.sim.episode import EGO_SPEED, EGO_X, EGO_Y
+from blockplan.sim.labels import HORIZON_S
+from blockplan.sim.rig import load_rig
+from blockplan.sim.scenarios import get_scenario
+
+
+@pytest.fixture(scope="module")
+def rig():
+    return load_rig()
+
+
+@pytest.fixture(scope="module")
+def cv():
+    return policy("constant-velocity")
+
+
+def _episode(cv, rig, scenario, seed, duration_s, every_s):
+    planner, config = cv
+    spec = EpisodeSpec(get_scenario(scenario), seed, duration_s)
+    return run_dagger_episode(spec, planner, config, rig, every_s)
+
+
+def test_branching_leaves_the_planners_drive_untouched(cv, rig) -> None:
+    """The expert's takeovers run in copies: the drive (and its traffic) is the same
+    whether the world was copied every 0.5 s or only twice."""
+    dense = _episode(cv, rig, "highway", 913, 9.0, 0.5)
+    sparse = _episode(cv, rig, "highway", 913, 9.0, 3.0)
+    assert len(dense.branches) > len(sparse.branches) >= 2
+    by_t0 = dict(zip(dense.branch_t0, dense.branches, strict=True))
+    for t0, log in zip(sparse.branch_t0, sparse.branches, strict=True):
+        twin = by_t0[t0]
+        i0 = log.index_at(t0) + 1
+        np.testing.assert_array_equal(log.ego[:i0], twin.ego[:i0])
+        np.testing.assert_array_equal(log.boxes[:i0], twin.boxes[:i0, : log.boxes.shape[1]])
+        # ... and the expert's continuation from the same state is the same too.
+        np.testing.assert_array_equal(log.ego[i0:], twin.ego[i0:])
+
+
+def test_every_branch_is_the_past_then_5_s_of_expert_from_the_same_state(cv, rig) -> None:
+    episode = _episode(cv, rig, "highway", 914, 8.0, 1.0)
+    assert episode.branches and episode.planner_end["reason"] == "end"
+    for log, t0 in zip(episode.branches, episode.branch_t0, strict=True):
+        assert log.duration == pytest.approx(t0 + HORIZON_S)
+        i0 = log.index_at(t0)
+        step = np.hypot(*(log.ego[i0 + 1, [EGO_X, EGO_Y]] - log.ego[i0, [EGO_X, EGO_Y]]))
+        assert step <= 1.5 * log.ego[i0, EGO_SPEED] * log.dt + 1e-6  # no jump at the takeover
+    # Later branches share the earlier ones' past.
+    first, last = episode.branches[0], episode.branches[-1]
+    i0 = first.index_at(episode.branch_t0[0]) + 1
+    np.testing.assert_array_equal(first.ego[:i0], last.ego[:i0])
+
+
+def test_the_expert_steers_back_from_where_the_planner_drifted(cv, rig) -> None:
+    """Constant velocity leaves its lane in a curve; the expert, handed the car, returns to
+    the lane centre: the recovery the expert-only data set never shows."""
+    episode = _episode(cv, rig, "roundabout", 914, 12.0, 0.5)
+    assert episode.planner_end["reason"] in ("lane_departure", "collision")
+    offsets = [
+        (abs(log.lane_pose[log.index_at(t0), 0]), abs(log.lane_pose[-1, 0]))
+        for log, t0 in zip(episode.branches, episode.branch_t0, strict=True)
+    ]
+    drifted = [(start, end) for start, end in offsets if start > 0.6]
+    assert drifted, offsets
+    assert all(end < 0.5 for _, end in drifted), drifted
+
+
+def test_dataset_policy_model_writes_training_samples_and_resumes(tmp_path) -> None:
+    out = tmp_path / "onpolicy"
+    argv = ["dataset", "--scenario", "merge", "--episodes", "1", "--duration", "8",
+            "--seed-base", "914", "--policy-model", "constant-velocity", "--branch-every", "1",
+            "--val-fraction", "0", "--test-fraction", "0", "--no-export", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["options"]["policy_model"] == "constant-velocity"
+    (entry,) = manifest["episodes"]
+    assert entry["planner_end"]["reason"] == "lane_departure"
+    shard = load_shard(out / entry["shard"])
+    assert entry["num_samples"] == shard["stamp_ns"].shape[0] == entry["branches"] >= 1
+    samples = list(iter_split(out, "train"))
+    assert len(samples) == entry["num_samples"]
+    obs, answer = samples[-1]
+    assert obs.ego_history[-1].stamp_ns == obs.stamp_ns and answer.waypoints.shape == (5, 2)
+    # Resuming with another policy is refused; the same command is a no-op.
+    other = [a if a != "constant-velocity" else "random-init" for a in argv]
+    assert main(other) == 2
+    assert main(argv) == 0
+
+
+def test_a_missing_policy_model_is_a_clear_error(tmp_path, capsys) -> None:
+    argv = ["dataset", "--scenario", "merge", "--episodes", "1", "--duration", "8",
+            "--policy-model", str(tmp_path / "nope"), "--no-export", "--out", str(tmp_path / "d")]  # fmt: skip
+    assert main(argv) == 2
+    assert "nope" in capsys.readouterr().err
+    argv[argv.index(str(tmp_path / "nope"))] = "constant-velocity"
+    argv.remove("--no-export")
+    assert main(argv) == 2
+    assert "--no-export" in capsys.readouterr().err
