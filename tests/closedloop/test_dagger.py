@@ -108,3 +108,49 @@ def test_a_missing_policy_model_is_a_clear_error(tmp_path, capsys) -> None:
     argv.remove("--no-export")
     assert main(argv) == 2
     assert "--no-export" in capsys.readouterr().err
+
+
+def test_a_branch_sample_is_what_the_runtime_showed_the_planner(rig) -> None:
+    """Train/serve parity for on-policy samples: the prompt (token ids, the encoder's history
+    rows), the lane pose and the camera frames of a branch's sample are those of the
+    Observation the runtime built at that tick of the drive."""
+    from blockplan.closedloop.dagger import branch_arrays
+    from blockplan.closedloop.world import STAMP_OFFSET_S
+    from blockplan.config import default_params_path, load_config
+    from blockplan.replay.observations import RecordingPlanner
+    from blockplan.schema import ego_history_array, render_prompt
+    from blockplan.sim.dataset import DatasetOptions, sample_observation
+    from blockplan.sim.labels import explanation_budget_fits
+    from blockplan.train.examples import ExampleEncoder
+    from blockplan.train.recipe import Recipe
+
+    recipe = Recipe.build("reference", tuple(rig.names), 2, ego_tokens=4, ego_lane_pose=True)
+    planner = RecordingPlanner(recipe.schema, reads_lane_pose=True)
+    config = load_config(default_params_path())
+    spec = EpisodeSpec(get_scenario("roundabout"), 914, 8.0)
+    episode = run_dagger_episode(spec, planner, config, rig, 0.5, first_branch_s=0.5)
+    mc, encoder = recipe.model_config, ExampleEncoder(recipe)
+    compared = 0
+    branches = zip(episode.branches, episode.branch_t0, episode.branch_command, strict=True)
+    for log, t0, command in branches:
+        stamp = round((STAMP_OFFSET_S + episode.log_start_s + t0) * 1e9)
+        seen = planner.seen.get(stamp)
+        if seen is None:  # a takeover between two ticks
+            continue
+        options = DatasetOptions(("roundabout",), 1, 8.0)  # 2 frames 0.5 s apart
+        arrays = branch_arrays(log, t0, command, rig, options, explanation_budget_fits())
+        sample = sample_observation(arrays, 0)
+        history = ego_history_array(sample.ego_history, sample.stamp_ns, recipe.schema)
+        layout = render_prompt(seen, recipe.tokenizer, recipe.schema, mc.camera_names,
+                               mc.num_frames, mc.tokens_per_image, ego_tokens=mc.ego_tokens)  # fmt: skip
+        np.testing.assert_array_equal(
+            layout.token_ids, encoder.prompt_ids(history, sample.route_command)
+        )
+        np.testing.assert_allclose(layout.ego_history, history, atol=1e-5)
+        np.testing.assert_allclose(seen.lane_pose, sample.lane_pose, atol=1e-6)
+        assert len(seen.frames) == len(sample.frames)
+        for a, b in zip(seen.frames, sample.frames, strict=True):
+            assert a.camera == b.camera
+            np.testing.assert_array_equal(a.image, b.image)
+        compared += 1
+    assert compared >= 3

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from blockplan.closedloop.episode import EpisodeSpec, PlannerDriver
+from blockplan.closedloop.route import route_command
 from blockplan.closedloop.world import DT, ClosedLoopWorld
 from blockplan.config import PlannerConfig
 from blockplan.runtime import RuntimePlanner
@@ -56,10 +57,15 @@ class _Step:
 @dataclass
 class DaggerEpisode:
     """branches: one log per branch point (t0 of its sample = `branch_t0[k]` in the log's
-    time). planner_end: why and when (scenario time) the planner's drive ended."""
+    time; log time 0 is scenario time `log_start_s`), with the route command the runtime had
+    then (`branch_command`: the closed loop's route, not the log's look-ahead, which a 5 s
+    continuation cuts short). planner_end: why and when (scenario
+    time) the planner's drive ended."""
 
+    log_start_s: float = 0.0
     branches: list[EpisodeLog] = field(default_factory=list)
     branch_t0: list[float] = field(default_factory=list)
+    branch_command: list[str] = field(default_factory=list)
     expert_crashes: int = 0
     planner_end: dict[str, Any] = field(default_factory=dict)
 
@@ -209,10 +215,12 @@ def _drive(
     while True:
         i = world.step_index
         driver.feed()
+        if i >= record_from:  # before the takeover: the row holds the expert's last action
+            if not past:
+                out.log_start_s = round(world.t, 6)
+            past.append(_record(world.env, registry))
         if i == 0:
             driver.take_control()
-        if i >= record_from:
-            past.append(_record(world.env, registry))
         if i >= 0:
             pose = world.ego_pose()
             if not world.on_road():
@@ -230,6 +238,12 @@ def _drive(
                     log = _log(world.scenario, spec.seed, past + steps, static, road)
                     out.branches.append(log)
                     out.branch_t0.append(round((len(past) - 1) * DT, 6))
+                    ego = world.env.vehicle
+                    out.branch_command.append(
+                        route_command(
+                            world.env.road.network, world.route, ego.position, float(ego.speed)
+                        )  # fmt: skip
+                    )
             if i % spec.replan_every == 0:
                 driver.replan(pose)
             if i % spec.control_every == 0:
@@ -258,12 +272,32 @@ def policy(model: str) -> tuple[Any, Any]:
     return _PLANNERS[model]
 
 
+def branch_arrays(
+    log: EpisodeLog, t0: float, command: str, rig: Rig, options: Any, fits: Any = None
+) -> dict[str, np.ndarray] | None:
+    """The one sample of a branch (frames as `options` say) with the runtime's route
+    command; None when the expert backs up in its future."""
+    from blockplan.sim.dataset import DatasetOptions, episode_samples
+
+    one = DatasetOptions(
+        scenarios=(log.scenario,),
+        episodes=1,
+        duration_s=log.duration,
+        num_frames=options.num_frames,
+        frame_period_s=options.frame_period_s,
+        start_s=t0,
+    )
+    arrays, _ = episode_samples(log, rig, one, fits)
+    if arrays is not None:
+        arrays["route_command"] = np.asarray([command])
+    return arrays
+
+
 def dagger_samples(
     options: Any, rig: Rig, scenario: str, seed: int
 ) -> tuple[dict[str, np.ndarray] | None, dict[str, Any]]:
     """One episode of on-policy samples under data set `options` (`DatasetOptions` with
     `policy_model`): (shard arrays or None, facts for the manifest entry)."""
-    from blockplan.sim.dataset import DatasetOptions, episode_samples
     from blockplan.sim.labels import explanation_budget_fits
     from blockplan.sim.scenarios import get_scenario
 
@@ -272,16 +306,10 @@ def dagger_samples(
     episode = run_dagger_episode(spec, planner, config, rig, options.branch_every_s)
     fits = explanation_budget_fits()
     parts = []
-    for log, t0 in zip(episode.branches, episode.branch_t0, strict=True):
-        one = DatasetOptions(
-            scenarios=(scenario,),
-            episodes=1,
-            duration_s=log.duration,
-            num_frames=options.num_frames,
-            frame_period_s=options.frame_period_s,
-            start_s=t0,
-        )
-        arrays, _ = episode_samples(log, rig, one, fits)
+    for log, t0, command in zip(
+        episode.branches, episode.branch_t0, episode.branch_command, strict=True
+    ):
+        arrays = branch_arrays(log, t0, command, rig, options, fits)
         if arrays is not None:  # None: the expert backs up in the branch
             parts.append(arrays)
     info = {

@@ -100,8 +100,12 @@ def label_times(log: EpisodeLog, period_s: float, start_s: float = 0.0) -> np.nd
 
 
 def ego_state(log: EpisodeLog, i: int) -> EgoState:
+    """The ego's state at step i as odometry reports it. The yaw rate is the backward
+    difference over the last step (the first step: the forward one), as a causal odometry
+    and the closed loop (`PlannerDriver`) have it: a central difference would let the step
+    after i leak into a sample's history (a takeover in closedloop/dagger.py starts there)."""
     e = log.ego[i]
-    j0, j1 = max(i - 1, 0), min(i + 1, log.num_steps - 1)
+    j0, j1 = (i - 1, i) if i > 0 else (0, min(1, log.num_steps - 1))
     yaw_rate = (log.ego[j1, EGO_YAW] - log.ego[j0, EGO_YAW]) / max((j1 - j0) * log.dt, 1e-9)
     return EgoState(
         stamp_ns=seconds_to_ns(float(log.t[i])),
