@@ -33,13 +33,20 @@ from blockplan.sim.episode import (
     EpisodeLog,
     ObjectRegistry,
     _ego_row,
+    box_arrays,
     other_objects,
     pose_of,
 )
 from blockplan.sim.labels import HORIZON_S
 from blockplan.sim.rig import Rig
 from blockplan.sim.roadmap import road_map_from_network
-from blockplan.sim.scenarios import SIM_HZ, Scenario, _drivable_expert_class, spawn_traffic
+from blockplan.sim.scenarios import (
+    SIM_HZ,
+    Scenario,
+    _drivable_expert_class,
+    replace_ego,
+    spawn_traffic,
+)
 
 # Recorded before t = 0 (the expert's warm-up), so the first branches have a full history.
 PAST_S = 3.0
@@ -93,10 +100,7 @@ def _hand_back(env: Any, expert_state: dict[str, Any], route: list[tuple]) -> No
     )
     for key, value in expert_state.items():
         setattr(expert, key, value)
-    road = env.road
-    road.vehicles[road.vehicles.index(ego)] = expert
-    env.controlled_vehicles = [expert]
-    env.vehicle = expert
+    replace_ego(env, expert)
 
 
 def _branch_registry(world_env: Any, env: Any, registry: ObjectRegistry) -> ObjectRegistry:
@@ -115,13 +119,8 @@ def _log(
     static: list,
     road: Any,
 ) -> EpisodeLog:
-    s, m = len(steps), max(len(static), 1)
-    boxes = np.zeros((s, m, 4))
-    present = np.zeros((s, m), dtype=bool)
-    for i, step in enumerate(steps):
-        for j, pose in step.boxes.items():
-            boxes[i, j] = pose
-            present[i, j] = True
+    s = len(steps)
+    boxes, present = box_arrays([st.boxes for st in steps], len(static))
     ego = np.asarray([st.ego for st in steps], dtype=np.float64)
     ego[:, EGO_YAW] = np.unwrap(ego[:, EGO_YAW])
     return EpisodeLog(

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from blockplan.sim.episode import ObjectRegistry, lane_pose, other_objects, pose_of
-from blockplan.sim.scenarios import SIM_HZ, Scenario, make_env, spawn_traffic
+from blockplan.sim.scenarios import SIM_HZ, Scenario, make_env, replace_ego, spawn_traffic
 from blockplan.sim.world import (
     EgoPose,
     Snapshot,
@@ -62,12 +62,8 @@ class ClosedLoopWorld:
             acceleration_range=acceleration_range,
             steering_range=(-steering_range_rad, steering_range_rad),
         )
-        expert = self.env.vehicle
-        ego = action_type.vehicle_class.create_from(expert)
-        road = self.env.road
-        road.vehicles[road.vehicles.index(expert)] = ego
-        self.env.controlled_vehicles = [ego]
-        self.env.vehicle = ego
+        ego = action_type.vehicle_class.create_from(self.env.vehicle)
+        replace_ego(self.env, ego)
         self.action_type = action_type
         return action_type
 

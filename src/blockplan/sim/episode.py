@@ -170,14 +170,21 @@ class _Recorder(ObjectRegistry):
         self.rows.append({self.object_id(o, k): pose_of(o) for o, k in other_objects(env)})
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        s, m = len(self.rows), max(len(self.static), 1)
-        boxes = np.zeros((s, m, 4))
-        present = np.zeros((s, m), dtype=bool)
-        for i, row in enumerate(self.rows):
-            for j, pose in row.items():
-                boxes[i, j] = pose
-                present[i, j] = True
-        return boxes, present
+        return box_arrays(self.rows, len(self.static))
+
+
+def box_arrays(
+    rows: list[dict[int, tuple[float, float, float, float]]], num_objects: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-step {object id: pose} rows as `EpisodeLog.boxes` (S, M, 4) and `.present` (S, M)."""
+    s, m = len(rows), max(num_objects, 1)
+    boxes = np.zeros((s, m, 4))
+    present = np.zeros((s, m), dtype=bool)
+    for i, row in enumerate(rows):
+        for j, pose in row.items():
+            boxes[i, j] = pose
+            present[i, j] = True
+    return boxes, present
 
 
 def pose_of(obj: Any) -> tuple[float, float, float, float]:

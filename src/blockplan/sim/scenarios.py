@@ -153,10 +153,8 @@ def make_env(scenario: Scenario, seed: int) -> Any:
     expert.target_speed = float(rng.uniform(*scenario.ego_speed_range))
     for key, value in scenario.expert_params.items():  # instance attributes override MOBIL
         setattr(expert, key, value)
+    replace_ego(env, expert)
     road = env.road
-    road.vehicles[road.vehicles.index(ego)] = expert
-    env.controlled_vehicles = [expert]
-    env.vehicle = expert
     _add_vehicles_behind(env, scenario, rng)
     if scenario.traffic_speed_range is not None:  # mixed speeds: overtaking opportunities
         for v in road.vehicles:
@@ -164,6 +162,14 @@ def make_env(scenario: Scenario, seed: int) -> Any:
                 v.target_speed = float(rng.uniform(*scenario.traffic_speed_range))
                 v.speed = min(float(v.speed), v.target_speed + 2.0)
     return env
+
+
+def replace_ego(env: Any, vehicle: Any) -> None:
+    """Put `vehicle` in the ego's place: on the road, as the controlled vehicle, as env.vehicle."""
+    road = env.road
+    road.vehicles[road.vehicles.index(env.vehicle)] = vehicle
+    env.controlled_vehicles = [vehicle]
+    env.vehicle = vehicle
 
 
 _EXPERT_CLASS: list[type] = []
