@@ -129,6 +129,41 @@ def test_init_from_a_coarser_token_grid_resamples_the_cell_embeddings(
     assert "3by4" in capsys.readouterr().err
 
 
+def test_init_from_another_image_size_carries_every_tensor_over(
+    recipe, dataset_dir, tmp_path, capsys
+):
+    """`--image-size`: the tower's convolutions and the adaptive pooling do not depend on the
+    input size, so a folder trained at one size starts a run at another unchanged."""
+    import torch
+
+    from blockplan.cli import main
+
+    train = load_shards(dataset_dir, "train", recipe)
+    source = Trainer(
+        recipe, train, tmp_path / "a", TrainConfig(steps=1, batch_size=2), progress=False
+    )
+    folder = source.model.save_pretrained(tmp_path / "m", recipe.tokenizer.to_str())
+    vision = recipe.model_config.vision
+    size = (2 * vision.image_height, 2 * vision.image_width)
+    larger = Recipe.build("test", CAMERAS, NUM_FRAMES, image_size=size)
+    big_train = load_shards(dataset_dir, "train", larger)
+    assert big_train.images.shape[2:4] == size  # the examples are kept at the new size
+    target = Trainer(
+        larger, big_train, tmp_path / "b", TrainConfig(steps=1, batch_size=2), progress=False
+    )
+    target.init_from(folder)
+    theirs, mine = source.model.state_dict(), target.model.state_dict()
+    assert set(theirs) == set(mine)
+    for name in theirs:
+        assert torch.equal(theirs[name], mine[name]), name
+    assert target.fit()["step"] == 1  # and it trains at the new size
+    saved = load_pretrained(tmp_path / "b" / "best")
+    assert (saved.config.vision.image_height, saved.config.vision.image_width) == size
+    argv = ["train", "--data", str(dataset_dir), "--out", str(tmp_path / "d"), "--steps", "1"]
+    assert main([*argv, "--image-size", "96by160"]) != 0
+    assert "96by160" in capsys.readouterr().err
+
+
 def _futures(lateral_m: list[float]):
     import numpy as np
 

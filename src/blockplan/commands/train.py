@@ -81,6 +81,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--init-from a folder of another grid, its cell embeddings are resampled",
     )
     parser.add_argument(
+        "--image-size",
+        metavar="HxW",
+        help="the vision tower's input size in pixels (reference: 48x80; the simulator renders "
+        "96x160); with --init-from a folder of another size its tower carries over (the "
+        "convolutions do not depend on the size, the pooling adapts)",
+    )
+    parser.add_argument(
         "--history-rows",
         type=int,
         help="ego-history rows, 0.5 s apart, in the reference schema (3; an "
@@ -272,6 +279,11 @@ def run(args: argparse.Namespace) -> int:
             from blockplan.model.vision import parse_grid
 
             vision_grid = parse_grid(args.vision_grid)
+        image_size = None
+        if args.image_size:
+            from blockplan.model.vision import parse_size
+
+            image_size = parse_size(args.image_size)
         recipe = Recipe.build(
             arch,
             tuple(args.cameras),
@@ -281,6 +293,7 @@ def run(args: argparse.Namespace) -> int:
             trajectory_head=args.trajectory_head,
             ego_tokens=args.ego_tokens,
             vision_grid=vision_grid,
+            image_size=image_size,
             ego_lane_pose=args.ego_lane_pose,
         )
         show = ctx.is_main

@@ -93,6 +93,17 @@ def parse_grid(text: str) -> tuple[int, int]:
     return rows, cols
 
 
+def parse_size(text: str) -> tuple[int, int]:
+    """`HxW` (e.g. `96x160`) → (height, width) of the tower's input; ValueError otherwise."""
+    try:
+        height, width = (int(v) for v in text.lower().split("x"))
+    except ValueError as e:
+        raise ValueError(f"image size {text!r}: expected HxW, e.g. 96x160") from e
+    if height < 8 or width < 8:
+        raise ValueError(f"image size {text!r}: height and width must be >= 8")
+    return height, width
+
+
 def resample_cells(table: torch.Tensor, old: tuple[int, int], new: tuple[int, int]) -> torch.Tensor:
     """A (old rows*cols, W) table of per-cell embeddings, row-major, resampled bilinearly to
     `new` (rows, cols) with the corners kept: a cell of the new grid gets the embedding of the

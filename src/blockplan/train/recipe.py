@@ -80,6 +80,7 @@ class Recipe:
         ego_tokens: int = 0,
         vision_grid: tuple[int, int] | None = None,
         ego_lane_pose: bool = False,
+        image_size: tuple[int, int] | None = None,
     ) -> Recipe:
         """`frame_period_s`: the training frames' spacing, recorded in config.json (the
         runtime refuses a frame window of another spacing). `trajectory_head`: `tokens` or
@@ -88,12 +89,15 @@ class Recipe:
         history instead of writing it as digits (model/ego.py); `ego_lane_pose`: the
         encoder also reads the lane pose at t0. `vision_grid`: (rows, cols)
         of visual tokens per image instead of the arch's (the same encoder, pooled finer or
-        coarser)."""
+        coarser); `image_size`: (height, width) of the tower's input instead of the arch's."""
         if arch not in ARCHS:
             raise ModelConfigError(f"arch={arch!r}: must be one of {sorted(ARCHS)}")
         decoder_kw, vision, streamable = ARCHS[arch]
         if vision_grid is not None:
             vision = dataclasses.replace(vision, grid=tuple(vision_grid))
+        if image_size is not None:
+            height, width = image_size
+            vision = dataclasses.replace(vision, image_height=height, image_width=width)
         tokenizer = tokenizer or default_tokenizer()
         schema = schema or reference_schema()
         decoder = DecoderConfig(

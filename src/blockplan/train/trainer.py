@@ -290,6 +290,16 @@ class Trainer:
                     schema=dict(mine.schema) | {"num_history": theirs.rows},
                 )
                 state = dict(state) | {EGO_INPUT: widen_rows(state[EGO_INPUT], extra)}
+        # A folder of another input size can start this run's: convolutions do not depend
+        # on the image size and the pooling onto the token grid adapts, so every tensor
+        # carries over as it is (the tower then sees the finer or coarser image).
+        their_vision = source.config.vision if isinstance(source, PlannerModel) else None
+        if their_vision is not None:
+            size = {
+                "image_height": their_vision.image_height,
+                "image_width": their_vision.image_width,
+            }
+            mine = dataclasses.replace(mine, vision=dataclasses.replace(mine.vision, **size))
         # A folder of another visual token grid can start this run's grid: the encoder and
         # the projector work per cell, so they carry over, and the cell embeddings are
         # resampled onto the new grid (a cell gets the embedding of the place it covers).
