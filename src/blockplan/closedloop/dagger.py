@@ -32,8 +32,8 @@ from blockplan.sim.episode import (
     EGO_YAW,
     EpisodeLog,
     ObjectRegistry,
-    _ego_row,
     box_arrays,
+    ego_row,
     other_objects,
     pose_of,
 )
@@ -43,7 +43,7 @@ from blockplan.sim.roadmap import road_map_from_network
 from blockplan.sim.scenarios import (
     SIM_HZ,
     Scenario,
-    _drivable_expert_class,
+    drivable_expert_class,
     replace_ego,
     spawn_traffic,
 )
@@ -78,7 +78,7 @@ class DaggerEpisode:
 
 
 def _record(env: Any, registry: ObjectRegistry) -> _Step:
-    row, lane, junction, pose = _ego_row(env)
+    row, lane, junction, pose = ego_row(env)
     boxes = {registry.object_id(o, k): pose_of(o) for o, k in other_objects(env)}
     return _Step(row, lane, junction, pose, boxes)
 
@@ -90,7 +90,7 @@ def _hand_back(env: Any, expert_state: dict[str, Any], route: list[tuple]) -> No
     lane = tuple(ego.lane_index)
     ahead = [k for k, r in enumerate(route) if tuple(r[:2]) == lane[:2]]
     remaining = [tuple(r) for r in route[ahead[0] :]] if ahead else [tuple(r) for r in route]
-    expert = _drivable_expert_class()(
+    expert = drivable_expert_class()(
         env.road,
         ego.position,
         heading=ego.heading,

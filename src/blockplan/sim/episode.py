@@ -193,7 +193,10 @@ def pose_of(obj: Any) -> tuple[float, float, float, float]:
     return float(x), float(-y), hw_to_rep_yaw(float(obj.heading)), float(obj.speed)
 
 
-def _ego_row(env: Any) -> tuple[list[float], tuple[str, str, int], bool, tuple[float, float]]:
+def ego_row(env: Any) -> tuple[list[float], tuple[str, str, int], bool, tuple[float, float]]:
+    """The ego's recorded row now (the `EGO_*` columns), its lane index, whether it is in a
+    junction, and its lane pose (left-positive offset m, heading error rad): what the
+    recorder and the on-policy branches log per step."""
     v = env.vehicle
     lane_index = tuple(v.lane_index)
     lane0 = env.road.network.get_lane((lane_index[0], lane_index[1], 0))
@@ -277,7 +280,7 @@ def run_episode(
             crashed_at = (i + 1 - num_warmup) * dt  # negative: during the warm-up
             break
     for i in range(0 if crashed_at is not None else num_steps):
-        row, lane, in_junction, pose = _ego_row(env)
+        row, lane, in_junction, pose = ego_row(env)
         ego_rows.append(row)
         lanes.append(lane)
         junction.append(in_junction)
@@ -298,7 +301,7 @@ def run_episode(
             spawn_traffic(env, scenario)
     env.close()
     if not ego_rows:  # crashed during the warm-up: record the crash state only
-        row, lane, in_junction, pose = _ego_row(env)
+        row, lane, in_junction, pose = ego_row(env)
         ego_rows, lanes, junction, poses = [row], [lane], [in_junction], [pose]
         recorder.record(env)
     boxes, present = recorder.arrays()

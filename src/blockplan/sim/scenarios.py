@@ -148,7 +148,7 @@ def make_env(scenario: Scenario, seed: int) -> Any:
     env = gym.make(scenario.env_id, config=config).unwrapped
     env.reset(seed=int(seed))
     ego = env.vehicle
-    expert = _drivable_expert_class().create_from(ego)
+    expert = drivable_expert_class().create_from(ego)
     rng = np.random.default_rng([int(seed), 7])
     expert.target_speed = float(rng.uniform(*scenario.ego_speed_range))
     for key, value in scenario.expert_params.items():  # instance attributes override MOBIL
@@ -175,7 +175,7 @@ def replace_ego(env: Any, vehicle: Any) -> None:
 _EXPERT_CLASS: list[type] = []
 
 
-def _drivable_expert_class() -> type:
+def drivable_expert_class() -> type:
     """highway-env's IDMVehicle (IDM + MOBIL) whose steering keeps the lateral acceleration
     and the lateral speed of a lane change drivable (`EXPERT_MAX_LATERAL_ACCEL`, `..._SPEED`);
     lane keeping and turns are unchanged below those bounds."""
