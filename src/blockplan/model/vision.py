@@ -82,26 +82,25 @@ class VisionConfig:
         return d
 
 
+def _parse_pair(text: str, what: str, form: str, example: str, minimum: int) -> tuple[int, int]:
+    """`AxB` → (A, B), both >= `minimum`; ValueError naming `what` and `form` otherwise."""
+    try:
+        a, b = (int(v) for v in text.lower().split("x"))
+    except ValueError as e:
+        raise ValueError(f"{what} {text!r}: expected {form}, e.g. {example}") from e
+    if a < minimum or b < minimum:
+        raise ValueError(f"{what} {text!r}: both numbers must be >= {minimum}")
+    return a, b
+
+
 def parse_grid(text: str) -> tuple[int, int]:
     """`RxC` (e.g. `3x5`) → (rows, cols) of visual tokens per image; ValueError otherwise."""
-    try:
-        rows, cols = (int(v) for v in text.lower().split("x"))
-    except ValueError as e:
-        raise ValueError(f"grid {text!r}: expected RxC, e.g. 3x5") from e
-    if rows < 1 or cols < 1:
-        raise ValueError(f"grid {text!r}: rows and cols must be >= 1")
-    return rows, cols
+    return _parse_pair(text, "grid", "RxC", "3x5", 1)
 
 
 def parse_size(text: str) -> tuple[int, int]:
     """`HxW` (e.g. `96x160`) → (height, width) of the tower's input; ValueError otherwise."""
-    try:
-        height, width = (int(v) for v in text.lower().split("x"))
-    except ValueError as e:
-        raise ValueError(f"image size {text!r}: expected HxW, e.g. 96x160") from e
-    if height < 8 or width < 8:
-        raise ValueError(f"image size {text!r}: height and width must be >= 8")
-    return height, width
+    return _parse_pair(text, "image size", "HxW", "96x160", 8)
 
 
 def resample_cells(table: torch.Tensor, old: tuple[int, int], new: tuple[int, int]) -> torch.Tensor:
