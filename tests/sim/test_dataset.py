@@ -224,6 +224,25 @@ def test_samples_from_the_start_of_the_recording_see_what_the_runtime_sees(highw
         DatasetOptions(scenarios=("highway",), episodes=1, duration_s=12.0, start_s=-1.0)
 
 
+def test_every_sample_records_the_lead_car_the_labels_see(highway_log) -> None:
+    """The lead probe's target is the labels' gap to the nearest car ahead in the ego's lane
+    and that car's speed at t0 ((inf, NaN) without one); training examples read it."""
+    from blockplan.sim.dataset import episode_samples
+    from blockplan.sim.labels import label_at
+
+    options = DatasetOptions(scenarios=("highway",), episodes=1, duration_s=12.0)
+    arrays, _ = episode_samples(highway_log, load_rig(), options)
+    lead = arrays["lead"]
+    assert lead.shape == (len(arrays["stamp_ns"]), 2) and lead.dtype == np.float32
+    for row, stamp in zip(lead, arrays["stamp_ns"], strict=True):
+        facts = label_at(highway_log, stamp / 1e9).facts
+        if "lead_gap_m" in facts:
+            np.testing.assert_allclose(row, [facts["lead_gap_m"], facts["lead_speed"]], rtol=1e-6)
+        else:
+            assert np.isinf(row[0]) and np.isnan(row[1])
+    assert np.isfinite(lead[:, 0]).any()  # highway traffic: a car ahead at some point
+
+
 def test_every_sample_records_the_lane_pose_at_its_instant(highway_log) -> None:
     """The training-only lane-pose target is the log's lane pose at t0, and the training
     examples read it (an older shard without it reads as unknown, NaN)."""

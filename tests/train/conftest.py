@@ -57,6 +57,8 @@ def write_shard(path: Path, seed: int, num_samples: int = 4) -> None:
             "explanation": "Keep the lane at a steady speed.",
             "route_command": "lane_follow",
             "lane_pose": [0.1 * seed - 0.05 * i, 0.01 * i],
+            # no car ahead in the lane (inf) in the first sample, then one closing in
+            "lead": [np.inf, np.nan] if i == 0 else [60.0 - 10.0 * i + seed, speed - 2.0],
         }
         for k, v in row.items():
             cols.setdefault(k, []).append(v)

@@ -3,6 +3,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from blockplan.model.weights import load_pretrained
 from blockplan.train.distributed import parameter_digest
@@ -227,7 +228,7 @@ def test_the_lane_pose_probe_trains_the_vision_tower_resumes_and_stays_out_of_th
     batch = trainer.inputs(train, [0, 1], np.random.default_rng(0))
     trainer.module(**batch)["lane_pose"].backward()
     grads = {n: p.grad for n, p in trainer.module.named_parameters()}
-    assert grads["lane_head.head.weight"].abs().sum() > 0
+    assert grads["probes.lane_pose.head.weight"].abs().sum() > 0
     assert any(g is not None and g.abs().sum() > 0 for n, g in grads.items() if "visual" in n)
     assert all(g is None for n, g in grads.items() if n.startswith("model.decoder."))
 
@@ -239,6 +240,87 @@ def test_the_lane_pose_probe_trains_the_vision_tower_resumes_and_stays_out_of_th
     keys = set(read_state_dict(tmp_path / "b" / "best"))
     assert keys == set(read_state_dict(tmp_path / "c" / "checkpoint" / "model"))
     assert not any("lane" in k for k in keys)
+
+
+def test_the_lead_probe_trains_the_vision_tower_next_to_the_lane_probe_and_resumes(
+    recipe, dataset_dir, tmp_path
+):
+    """Both probes at once: the lead probe's loss reaches the vision tower, not the decoder;
+    samples without a car ahead count (target: none), unknown ones are skipped; the
+    checkpoint carries both heads and a resumed run is the straight run."""
+    from blockplan.train.checkpoint import PROBE_FILE
+    from blockplan.train.probe import lead_targets
+
+    train = load_shards(dataset_dir, "train", recipe)
+    val = load_shards(dataset_dir, "val", recipe)
+    assert np.isinf(train.lead[:, 0]).any() and np.isfinite(train.lead[:, 0]).any()
+    config = TrainConfig(
+        steps=4,
+        batch_size=2,
+        warmup_steps=1,
+        save_every=3,
+        log_every=1,
+        val_samples=2,
+        seed=5,
+        lane_pose_weight=1.0,
+        lead_weight=1.0,
+    )
+    trainer = Trainer(recipe, train, tmp_path / "g", config, val_set=val, progress=False)
+    batch = trainer.inputs(train, [0, 1], np.random.default_rng(0))
+    torch.testing.assert_close(batch["lead"], torch.from_numpy(train.lead[[0, 1]]), equal_nan=True)
+    out = trainer.module(**batch)
+    out["lead"].backward()
+    grads = {n: p.grad for n, p in trainer.module.named_parameters()}
+    assert grads["probes.lead.head.weight"].abs().sum() > 0
+    assert grads["probes.lane_pose.head.weight"] is None
+    assert any(g is not None and g.abs().sum() > 0 for n, g in grads.items() if "visual" in n)
+    assert all(g is None for n, g in grads.items() if n.startswith("model.decoder."))
+    # the loss is the mean squared error in the probe's units over the known targets
+    with torch.no_grad():
+        visual = [
+            trainer.module.model.visual(trainer.module.model.visual.preprocess(im))
+            for im in batch["images"]
+        ]
+        head = trainer.module.lead_head
+        predicted = head(torch.stack(visual))
+        target = (lead_targets(batch["lead"]) - head.centre) / head.scale
+        torch.testing.assert_close(out["lead"].detach(), ((predicted - target) ** 2).mean())
+        unknown = batch["lead"].clone()
+        unknown[0] = float("nan")
+        known = torch.isfinite(lead_targets(unknown))
+        expected = (predicted - (lead_targets(unknown) - head.centre) / head.scale)[known] ** 2
+        torch.testing.assert_close(
+            head.loss(torch.stack(visual), lead_targets(unknown)), expected.mean()
+        )
+
+    _straight_then_resumed(recipe, train, val, config, tmp_path)
+    lines = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert all("lead" in r and "lane_pose" in r for r in lines if r["event"] == "train")
+    from safetensors.torch import load_file
+
+    heads = load_file(tmp_path / "b" / "checkpoint" / PROBE_FILE)
+    assert {k.split(".")[0] for k in heads} == {"lane_pose", "lead"}
+
+
+def test_lead_targets_tell_near_far_none_and_unknown_apart():
+    from blockplan.train.probe import lead_targets
+
+    lead = torch.tensor(
+        [[50.0, 20.0], [140.0, 25.0], [float("inf"), float("nan")], [float("nan")] * 2, [2.0, 0.0]]
+    )
+    t = lead_targets(lead)
+    torch.testing.assert_close(t[0], torch.tensor([0.2, 0.5]))
+    torch.testing.assert_close(t[1], torch.tensor([10.0 / 140.0, 1.0]))
+    torch.testing.assert_close(t[2], torch.tensor([0.0, 1.0]))  # none: like a far car
+    assert torch.isnan(t[3]).all()  # unknown: skipped by the loss
+    torch.testing.assert_close(t[4], torch.tensor([2.0, 0.02]))  # nearer than 5 m: capped
+
+
+def test_the_lead_probe_needs_data_that_records_the_gap(recipe, dataset_dir):
+    train = load_shards(dataset_dir, "train", recipe)
+    train.lead[:] = np.nan  # data sets written before the gap was recorded
+    with pytest.raises(TrainError, match="regenerate"):
+        Trainer(recipe, train, "unused", TrainConfig(steps=1, lead_weight=1.0))
 
 
 def test_the_lane_pose_probe_needs_data_that_records_the_lane_pose(recipe, dataset_dir):

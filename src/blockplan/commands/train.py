@@ -144,6 +144,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(offset, heading error) from the newest visual tokens, so they carry it "
         "(needs data sets that record the lane pose; 0: off)",
     )
+    parser.add_argument(
+        "--lead-weight",
+        type=float,
+        default=0.0,
+        help="vehicles: weight of a training-only probe that reads the gap to the car ahead in "
+        "the ego's lane from the newest visual tokens, so they carry it (needs data sets that "
+        "record it, `lead`; samples without it are skipped; 0: off)",
+    )
     parser.add_argument("--num-threads", type=int, default=2, help="torch CPU threads (2)")
     parser.add_argument(
         "--device",
@@ -332,6 +340,7 @@ def run(args: argparse.Namespace) -> int:
             lateral_threshold_m=args.lateral_threshold,
             lane_pose_weight=args.lane_pose_weight,
             lane_pose_dropout=args.lane_pose_dropout,
+            lead_weight=args.lead_weight,
         )
         trainer = Trainer(recipe, train_set, args.out, config, ctx, val_set)
         if args.resume and trainer.resume():

@@ -192,6 +192,15 @@ def clean_times(log: EpisodeLog, times: np.ndarray) -> np.ndarray:
     )
 
 
+def lead_facts(facts: dict[str, float | str]) -> tuple[float, float]:
+    """(gap m, speed m/s) of the nearest car ahead in the ego's lane at t0, from a label's
+    facts; (inf, NaN) when there is none. A shard keeps it as `lead` (training-only: the
+    lead probe's target, train/probe.py); shards written before it was recorded lack it."""
+    if "lead_gap_m" not in facts:
+        return (np.inf, np.nan)
+    return (float(facts["lead_gap_m"]), float(facts.get("lead_speed", np.nan)))
+
+
 def _times_where(times: np.ndarray, keep: Callable[[float], bool]) -> np.ndarray:
     times = np.asarray(times)
     return times[np.asarray([keep(float(t0)) for t0 in times], dtype=bool)] if len(times) else times
@@ -259,6 +268,7 @@ def episode_samples(
         add("route_command", label.route_command)
         if log.lane_pose is not None:
             add("lane_pose", log.lane_pose[log.index_at(float(t0))])
+        add("lead", lead_facts(label.facts))
     dtypes = {
         "images": np.uint8,
         "frame_stamps_ns": np.int64,

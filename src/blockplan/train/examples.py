@@ -47,6 +47,9 @@ class Examples(torch.utils.data.Dataset):
     episode: np.ndarray  # (N,) str "<scenario>-<seed>"
     stamp_ns: np.ndarray  # (N,) int64
     lane_pose: np.ndarray  # (N, 2) float32 lane offset (m), heading error (rad); NaN: unknown
+    # (N, 2) float32 gap (m) to the nearest car ahead in the ego's lane and its speed (m/s);
+    # gap inf: no such car, NaN: unknown (data recorded before the gap was)
+    lead: np.ndarray
 
     def __len__(self) -> int:
         return int(self.prompt_ids.shape[0])
@@ -54,18 +57,25 @@ class Examples(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> int:
         return i
 
-    def batch(self, indices: list[int], lane_pose: bool = False) -> dict[str, torch.Tensor]:
+    def batch(
+        self, indices: list[int], lane_pose: bool = False, lead: bool = False
+    ) -> dict[str, torch.Tensor]:
         """Tensors of the samples at `indices`: prompt_ids (B, P), answer_ids (B, A),
         images (B, K*T, H, W, 3) uint8, ego_history (B, num_history, 6) float32 (what a
-        numeric ego encoder reads; a digit prompt already holds it); with `lane_pose`, the
-        (B, 2) targets of the training-only lane-pose probe."""
+        numeric ego encoder reads; a digit prompt already holds it); with `lane_pose` and
+        `lead`, the (B, 2) targets of the training-only probes."""
         idx = np.asarray(indices, dtype=np.int64)
-        return {
+        out = {
             "prompt_ids": torch.from_numpy(self.prompt_ids[idx]),
             "answer_ids": torch.from_numpy(self.answer_ids[idx]),
             "images": torch.from_numpy(self.images[idx]),
             "ego_history": torch.from_numpy(self.ego_history[idx].astype(np.float32)),
-        } | ({"lane_pose": torch.from_numpy(self.lane_pose[idx])} if lane_pose else {})
+        }
+        if lane_pose:
+            out["lane_pose"] = torch.from_numpy(self.lane_pose[idx])
+        if lead:
+            out["lead"] = torch.from_numpy(self.lead[idx])
+        return out
 
 
 class ExampleEncoder:
@@ -179,6 +189,7 @@ def load_shards(
         order = [names.index(c) for c in mc.camera_names]
         unknown = np.full((shard["stamp_ns"].shape[0], 2), np.nan, np.float32)
         lane_pose = shard["lane_pose"].astype(np.float32) if "lane_pose" in shard else unknown
+        lead = shard["lead"].astype(np.float32) if "lead" in shard else unknown
         for i in range(shard["stamp_ns"].shape[0]):
             obs = sample_observation(shard, i)
             images = shard["images"][i][order]  # (K, T, H', W', 3) in the model's order
@@ -197,6 +208,7 @@ def load_shards(
                     "episode": np.asarray(f"{entry['scenario']}-{entry['seed']}"),
                     "stamp_ns": np.asarray(obs.stamp_ns, dtype=np.int64),
                     "lane_pose": lane_pose[i],
+                    "lead": lead[i],
                 }
             )
     return _collect(rows)
@@ -252,6 +264,7 @@ def load_fastddrive(path: str | Path, recipe: Recipe, history_period_s: float = 
                 "episode": np.asarray(f"{raw.get('scenario', 'json')}-{raw.get('seed', 0)}"),
                 "stamp_ns": np.asarray(int(raw.get("stamp_ns", 0)), dtype=np.int64),
                 "lane_pose": np.full(2, np.nan, np.float32),
+                "lead": np.full(2, np.nan, np.float32),
             }
         )
     return _collect(rows)

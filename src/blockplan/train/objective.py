@@ -17,8 +17,10 @@ Lane-pose probe (training only, `lane_probe`): a `TokenProbe` (train/probe.py) o
 newest frame's visual tokens regresses the ego's pose in its lane (left-positive offset,
 heading error; `EpisodeLog.lane_pose`) in units of `LANE_POSE_SCALE`, so the tokens the
 decoder reads must carry the offset, which the 2 × 3 pooling otherwise discards
-(docs/ALGORITHMS.md §3.2). The head is not part of the model folder; the trainer keeps it
-in its checkpoint.
+(docs/ALGORITHMS.md §3.2). Lead probe (`lead_probe`): the same kind of head regresses the
+gap to the nearest car ahead in the ego's lane (`lead_targets`), which the pooling also
+loses: a car 50 m ahead and one 140 m ahead fall into the same cell (§3.4). The heads are
+not part of the model folder; the trainer keeps them (`probes`) in its checkpoint.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from blockplan.train.noising import (
     complementary_masks,
     sample_mask_ratios,
 )
-from blockplan.train.probe import TokenProbe
+from blockplan.train.probe import LEAD_SCALE, TokenProbe, lead_targets
 from blockplan.train.recipe import Recipe
 from blockplan.train.streams import two_stream_mask, two_stream_positions
 
@@ -70,7 +72,13 @@ def draw_noise(
 class SASDModule(nn.Module):
     """PlannerModel + the training-only layout and loss."""
 
-    def __init__(self, model: PlannerModel, recipe: Recipe, lane_probe: bool = False) -> None:
+    def __init__(
+        self,
+        model: PlannerModel,
+        recipe: Recipe,
+        lane_probe: bool = False,
+        lead_probe: bool = False,
+    ) -> None:
         super().__init__()
         self.model = model
         self.template = recipe.template
@@ -100,9 +108,20 @@ class SASDModule(nn.Module):
         )  # (A,)
         editable = torch.from_numpy(np.flatnonzero(self.layout.is_editable))
         self.register_buffer("editable", editable, persistent=False)  # (A_e,)
-        self.lane_head = (
-            TokenProbe(model.config, (0.0, 0.0), LANE_POSE_SCALE) if lane_probe else None
-        )
+        # training-only heads on the visual tokens, by the name of the loss they add
+        self.probes = nn.ModuleDict()
+        if lane_probe:
+            self.probes["lane_pose"] = TokenProbe(model.config, (0.0, 0.0), LANE_POSE_SCALE)
+        if lead_probe:
+            self.probes["lead"] = TokenProbe(model.config, (0.0, 0.0), LEAD_SCALE)
+
+    @property
+    def lane_head(self) -> TokenProbe | None:
+        return dict(self.probes.items()).get("lane_pose")
+
+    @property
+    def lead_head(self) -> TokenProbe | None:
+        return dict(self.probes.items()).get("lead")
 
     def prompt_embeds(
         self,
@@ -171,10 +190,11 @@ class SASDModule(nn.Module):
         ego_history: torch.Tensor | None = None,  # (B, num_history, 6) the ego encoder's input
         lane_pose: torch.Tensor | None = None,  # (B, 2) the probe's targets, NaN: none
         lane_input: torch.Tensor | None = None,  # (B, 2) the ego encoder's lane pose
+        lead: torch.Tensor | None = None,  # (B, 2) lead gap (inf: none, NaN: unknown), speed
     ) -> dict[str, torch.Tensor]:
         B, P, A = answer_ids.shape[0], self.prompt_len, self.answer_len
         recorder = KVRecorder(self.read_layers) if self.flow_head is not None else None
-        visual: list[torch.Tensor] | None = [] if self.lane_head is not None else None
+        visual: list[torch.Tensor] | None = [] if len(self.probes) else None
         hidden = self.hidden_states(
             prompt_ids, answer_ids, images, noisy_ids, recorder, ego_history, visual, lane_input
         )  # (B, S, W)
@@ -217,6 +237,10 @@ class SASDModule(nn.Module):
             if lane_pose is None:
                 raise ValueError("the lane-pose probe trains on lane_pose")
             out["lane_pose"] = self.lane_head.loss(torch.stack(visual), lane_pose)
+        if self.lead_head is not None:
+            if lead is None:
+                raise ValueError("the lead probe trains on lead")
+            out["lead"] = self.lead_head.loss(torch.stack(visual), lead_targets(lead))
         for k, name in enumerate(SECTION_NAMES):
             out[f"ar/{name}"] = _mean_where(ar_ce, ar_sec == k)
             out[f"diffusion/{name}"] = _mean_where(diff_ce, diff_sec == k)

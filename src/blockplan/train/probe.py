@@ -1,5 +1,5 @@
 """Training-only probes: a linear read-out of the newest frame's visual tokens regressing
-what the simulator knows and the policy must see (docs/ALGORITHMS.md §3.2, §8.2).
+what the simulator knows and the policy must see (docs/ALGORITHMS.md §3.2, §3.4, §8.2).
 
 A probe exists only in training. Its loss (mean squared error in the probe's own units,
 over the samples that have a target) is added to the policy's with a weight; its gradient
@@ -17,6 +17,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from blockplan.model.planner_model import PlannerModelConfig
+
+# The lead probe's targets from the gap to the nearest car ahead in the ego's lane: 10 m / gap
+# (0 without one), which weighs near cars most, and min(gap, LEAD_FAR_M) / LEAD_FAR_M (1
+# without one), which tells a car 50 m ahead from one 120 m ahead. Units: LEAD_SCALE.
+LEAD_NEAR_M = 10.0
+LEAD_MIN_M = 5.0  # nearer gaps count as this (the target stays <= 2)
+LEAD_FAR_M = 100.0
+LEAD_SCALE = (0.2, 0.3)
 
 
 class TokenProbe(nn.Module):
@@ -56,3 +64,15 @@ def probe_loss(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     if not bool(known.any()):
         return predicted.sum() * 0.0
     return F.mse_loss(predicted[known], target[known])
+
+
+def lead_targets(lead: torch.Tensor) -> torch.Tensor:
+    """The lead probe's targets (B, 2) from `lead` (B, 2): the gap in metres (inf: no car
+    ahead in the lane; NaN: unknown, e.g. data recorded before the gap was) and the lead's
+    speed (unused here). Unknown gaps give NaN targets, which the loss skips."""
+    gap = lead[:, 0].double()
+    near = torch.where(
+        torch.isinf(gap), torch.zeros_like(gap), LEAD_NEAR_M / gap.clamp(min=LEAD_MIN_M)
+    )
+    far = gap.clamp(max=LEAD_FAR_M) / LEAD_FAR_M
+    return torch.stack([near, far], dim=1).float()

@@ -79,6 +79,9 @@ class TrainConfig:
     # Share of samples whose lane pose an ego encoder that reads it sees as unknown (so the
     # model also plans without localisation); drawn per sample from the step's stream.
     lane_pose_dropout: float = 0.25
+    # Weight of the training-only lead probe's loss (the gap to the car ahead in the lane,
+    # read from the visual tokens; 0 = no probe; train/probe.py).
+    lead_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1:
@@ -92,6 +95,8 @@ class TrainConfig:
             )
         if not self.lane_pose_weight >= 0:
             raise TrainError(f"lane_pose_weight={self.lane_pose_weight} must be >= 0")
+        if not self.lead_weight >= 0:
+            raise TrainError(f"lead_weight={self.lead_weight} must be >= 0")
         if not 0 <= self.lane_pose_dropout <= 1:
             raise TrainError(f"lane_pose_dropout={self.lane_pose_dropout} must be in [0, 1]")
 
@@ -191,8 +196,10 @@ class Trainer:
         torch.manual_seed(config.seed)
         self.model = PlannerModel(recipe.model_config)
         init_weights(self.model)
-        probe = config.lane_pose_weight > 0
-        self.module = SASDModule(self.model, recipe, lane_probe=probe).to(self.ctx.device)
+        probe, lead = config.lane_pose_weight > 0, config.lead_weight > 0
+        self.module = SASDModule(self.model, recipe, lane_probe=probe, lead_probe=lead).to(
+            self.ctx.device
+        )
         self.optimizer = make_optimizer(self.module, config)
         self.step, self.best_val = 0, math.inf
         encoder = recipe.model_config.ego_encoder
@@ -203,6 +210,12 @@ class Trainer:
                     f"{what} but no training sample records its lane pose (a data set written "
                     "by `blockplan dataset` before the lane pose was recorded: regenerate it)"
                 )
+        if lead and not np.isfinite(train_set.lead[:, 0]).any():
+            raise TrainError(
+                "lead_weight > 0 but no training sample has a car ahead in its lane with a "
+                "recorded gap (data sets written by `blockplan dataset` before the gap was "
+                "recorded: regenerate them)"
+            )
         self.pool = epoch_pool(
             train_set.future_xy, train_set.episode, config.lateral_share, config.lateral_threshold_m
         )
@@ -228,7 +241,8 @@ class Trainer:
         path = self.out / CHECKPOINT_DIR
         if not path.exists():
             return False
-        state = load_checkpoint(path, self.model, self.optimizer, self.module.lane_head)
+        probes = self.module.probes if len(self.module.probes) else None
+        state = load_checkpoint(path, self.model, self.optimizer, probes)
         if state["config"]["seed"] != self.config.seed:
             raise TrainError(f"{path}: written with seed {state['config']['seed']}")
         self.step, self.best_val = int(state["step"]), float(state["best_val"])
@@ -335,7 +349,7 @@ class Trainer:
             tokenizer_json,
             self.optimizer,
             state,
-            probe=self.module.lane_head,
+            probe=self.module.probes if len(self.module.probes) else None,
         )
 
     def log(self, record: dict[str, Any]) -> None:
@@ -353,7 +367,11 @@ class Trainer:
         return [int(self.pool[i]) for i in order[k * B : (k + 1) * B]]
 
     def inputs(self, data: Examples, indices: list[int], rng: np.random.Generator) -> dict:
-        batch = data.batch(indices, lane_pose=self.module.lane_head is not None)
+        batch = data.batch(
+            indices,
+            lane_pose=self.module.lane_head is not None,
+            lead=self.module.lead_head is not None,
+        )
         noisy, masks = draw_noise(
             self.module.layout, batch["answer_ids"].numpy(), self.module.mask_id, rng
         )
@@ -379,6 +397,8 @@ class Trainer:
         loss = out["loss"]
         if "lane_pose" in out:
             loss = loss + self.config.lane_pose_weight * out["lane_pose"]
+        if "lead" in out:
+            loss = loss + self.config.lead_weight * out["lead"]
         if not torch.isfinite(loss):
             raise TrainError(f"step {self.step}: loss is {float(loss)}")
         self.optimizer.zero_grad(set_to_none=True)
