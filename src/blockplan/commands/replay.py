@@ -17,6 +17,7 @@ from blockplan.config import (
     default_params_path,
     load_config,
 )
+from blockplan.errors import UserError
 from blockplan.replay import (
     ReplayInterrupted,
     ReplayOutputs,
@@ -25,11 +26,18 @@ from blockplan.replay import (
     prepare_output_dir,
     run_replay,
 )
+from blockplan.replay.batch import bag_row, output_folders, summary_lines, write_summary
 from blockplan.replay.requests import read_request_windows
+from blockplan.replay.topics import ReplayInputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bag", help="input bag: a rosbag2 folder, or an .mcap / .db3 file")
+    parser.add_argument(
+        "bag",
+        nargs="+",
+        help="input bag: a rosbag2 folder, or an .mcap / .db3 file; several bags replay one "
+        "after the other into OUT/<bag name> with OUT/summary.json over all",
+    )
     parser.add_argument(
         "--model",
         help="model folder, random-init[:PRESET] (random weights), or constant-velocity "
@@ -152,6 +160,10 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    bags = [args.bag] if isinstance(args.bag, str) else list(args.bag)
+    if len(bags) > 1:
+        return run_many(args, bags)
+    args.bag = bags[0]
     if args.embodiment == "robot":
         return run_robot(args)
     # The cheap checks first (options, params, output folder, bag), then the model (seconds).
@@ -162,15 +174,30 @@ def run(args: argparse.Namespace) -> int:
     model = args.model or config.model.dir
     request_windows = read_request_windows(args.requests) if args.requests else None
     planner = load_planner(model, config)
-    bar = tqdm(total=0, unit="msg", desc="replay", disable=args.no_progress, file=sys.stderr)
+    try:
+        outputs = _replay_one(args, Path(args.bag), out, planner, config, model, request_windows)
+    except ReplayInterrupted as stop:
+        print(interrupted_line(stop), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print_summary(outputs)
+    if outputs.metrics.get("no_ticks"):
+        print(f"error: no control tick ran: {outputs.metrics['no_ticks']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _replay_one(args, bag: Path, out: Path, planner, config, model, request_windows=None):
+    bar = tqdm(
+        total=0, unit="msg", desc=f"replay {bag.name}", disable=args.no_progress, file=sys.stderr
+    )
 
     def progress(done: int, total: int) -> None:
         bar.total = total
         bar.update(done - bar.n)
 
     try:
-        outputs = run_replay(
-            Path(args.bag),
+        return run_replay(
+            bag,
             out,
             planner,
             config,
@@ -179,17 +206,54 @@ def run(args: argparse.Namespace) -> int:
             extra_metrics={"model": model},
             request_windows=request_windows,
         )
-    except ReplayInterrupted as stop:
-        bar.close()
-        print(interrupted_line(stop), file=sys.stderr)
-        return EXIT_INTERRUPTED
     finally:
         bar.close()
-    print_summary(outputs)
-    if outputs.metrics.get("no_ticks"):
-        print(f"error: no control tick ran: {outputs.metrics['no_ticks']}", file=sys.stderr)
-        return 1
-    return 0
+
+
+def run_many(args: argparse.Namespace, bags: list[str]) -> int:
+    """Several bags: each into OUT/<name> as if replayed alone (the planner loaded once and
+    reset between bags), then OUT/summary.json. A bag that fails mid-way is reported and the
+    others still run; the exit status is 1 if any failed."""
+    if args.embodiment == "robot":
+        raise ReplayInputError("--embodiment robot replays one bag at a time")
+    if args.requests:
+        raise ReplayInputError("--requests belongs to one bag: replay that bag alone")
+    config = replay_config(args)
+    out = Path(args.out)
+    folders = output_folders(bags, out)
+    for bag, folder in zip(bags, folders, strict=True):  # every cheap check before the model
+        check_bag(Path(bag), config)
+        prepare_output_dir(folder)
+    model = args.model or config.model.dir
+    planner = load_planner(model, config)
+    rows: list[dict] = []
+    extra = {"model": model, "timing": config.control.timing, "rate_hz": config.control.rate_hz}
+    for i, (bag, folder) in enumerate(zip(bags, folders, strict=True)):
+        if i and hasattr(planner, "reset"):
+            planner.reset()  # no stream or counters carried from the bag before
+        try:
+            outputs = _replay_one(args, Path(bag), folder, planner, config, model)
+        except ReplayInterrupted as stop:
+            print(interrupted_line(stop), file=sys.stderr)
+            write_summary(out, rows, extra | {"interrupted_in": str(bag)})
+            return EXIT_INTERRUPTED
+        except UserError as e:
+            print(f"error: {bag}: {e}", file=sys.stderr)
+            rows.append(bag_row(bag, folder, None, str(e)))
+            continue
+        print_summary(outputs)
+        no_ticks = outputs.metrics.get("no_ticks")
+        rows.append(
+            bag_row(
+                bag,
+                folder,
+                outputs.metrics,
+                f"no control tick ran: {no_ticks}" if no_ticks else None,
+            )
+        )
+    path = write_summary(out, rows, extra)
+    print("\n".join(summary_lines(rows, path)))
+    return 1 if any("error" in r for r in rows) else 0
 
 
 def replay_config(args: argparse.Namespace) -> PlannerConfig:
