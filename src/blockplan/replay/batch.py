@@ -88,6 +88,10 @@ def write_summary(out: Path, rows: list[dict], extra: dict[str, Any]) -> Path:
     return path
 
 
+def _metres(value: float | None) -> str:
+    return "n/a" if value is None else f"{float(value):.2f}"
+
+
 def summary_lines(rows: list[dict], path: Path) -> list[str]:
     """The table `blockplan replay` prints after several bags."""
     agg = summarize(rows)
@@ -97,11 +101,8 @@ def summary_lines(rows: list[dict], path: Path) -> list[str]:
         if "error" in r:
             lines.append(f"{name:<28} failed: {r['error']}")
             continue
-        ade3, ade5 = r.get("ade_3s"), r.get("ade_5s")
-        lines.append(
-            f"{name:<28} {r['ticks']:>6} {r['fallbacks']:>10} "
-            f"{'n/a' if ade3 is None else ade3:>8} {'n/a' if ade5 is None else ade5:>8}"
-        )
+        ade3, ade5 = (_metres(r.get(k)) for k in ("ade_3s", "ade_5s"))
+        lines.append(f"{name:<28} {r['ticks']:>6} {r['fallbacks']:>10} {ade3:>8} {ade5:>8}")
     share = agg["fallback_fraction"]
     line = (
         f"{agg['bags']} bags ({agg['failed']} failed): {agg['ticks']} ticks, "
@@ -109,7 +110,8 @@ def summary_lines(rows: list[dict], path: Path) -> list[str]:
     )
     if agg["scored_bags"]:
         line += (
-            f"; ADE@5s per bag mean {agg['ade_5s_mean']} m, median {agg['ade_5s_median']} m, "
-            f"worst {agg['worst_ade_5s']} m ({Path(agg['worst_bag']).name})"
+            f"; ADE@5s per bag mean {agg['ade_5s_mean']:.2f} m, median "
+            f"{agg['ade_5s_median']:.2f} m, worst {agg['worst_ade_5s']:.2f} m "
+            f"({Path(agg['worst_bag']).name})"
         )
     return [*lines, line, f"summary     {path}"]
