@@ -75,3 +75,24 @@ def test_tiny_model_logits_and_greedy_plans_match_torch():
     for strategy in ("ar", "scaffold_spec"):
         want = reference.decode(obs, strategy).result.tokens
         np.testing.assert_array_equal(ort_planner.decode(obs, strategy).result.tokens, want)
+
+
+def test_a_driving_model_with_keypoints_and_a_scene_token_matches_torch():
+    """The lead-gap tower (docs/ALGORITHMS.md §3.5) exports with the rest: same logits, same
+    plans."""
+    import dataclasses
+
+    from blockplan.planner.parts import random_parts
+
+    def scene(mc):
+        return dataclasses.replace(mc, vision=dataclasses.replace(mc.vision, keypoints=2, scene=2))
+
+    p = random_parts("test", with_backend(PlannerConfig(), "torch"), 3, adjust=scene)
+    reference = Planner(p.model, p.tokenizer, p.config, p.schema)
+    assert reference.model.config.vision.scene == 2
+    ort_planner = pair(reference)
+    assert max_logit_gap(reference, ort_planner, seed=5) <= 1e-3
+    obs = synthetic_observation(reference.config, 3)
+    for strategy in ("ar", "scaffold_spec"):
+        want = reference.decode(obs, strategy).result.tokens
+        np.testing.assert_array_equal(ort_planner.decode(obs, strategy).result.tokens, want)

@@ -383,3 +383,51 @@ def test_lane_pose_dropout_hides_the_pose_from_the_encoder_for_a_share_of_sample
     train.lane_pose[:] = np.nan  # a data set written before the lane pose was recorded
     with pytest.raises(TrainError, match="ego_lane_pose"):
         Trainer(lane, train, "unused", TrainConfig(steps=1))
+
+
+def test_a_scene_token_learns_the_lead_gap_from_the_front_camera(recipe, dataset_dir, tmp_path):
+    """--vision-keypoints K --vision-scene-token for a vehicle: the tower's scene head says the
+    lead targets of the front camera's newest frame (supervised by `lead`, the planner's
+    loss reaching it through the token too); a plain folder starts such a run with every
+    tensor it has; the trained folder plans."""
+    from blockplan.train.probe import LEAD_SCALE, lead_targets, probe_loss
+
+    scene = Recipe.build("test", CAMERAS, NUM_FRAMES, vision_keypoints=2, vision_scene=2)
+    assert scene.model_config.tokens_per_image == recipe.model_config.tokens_per_image + 2
+    train = load_shards(dataset_dir, "train", scene)
+    val = load_shards(dataset_dir, "val", scene)
+    config = TrainConfig(steps=3, batch_size=2, warmup_steps=1, save_every=2, seed=4, lead_weight=1)
+    with pytest.raises(TrainError, match="lead-weight"):
+        Trainer(scene, train, tmp_path / "x", dataclasses.replace(config, lead_weight=0))
+    # a plain folder starts it: what it has carries over, the new parts start fresh
+    plain = Trainer(recipe, load_shards(dataset_dir, "train", recipe), tmp_path / "p", config)
+    folder = plain.model.save_pretrained(tmp_path / "m", recipe.tokenizer.to_str())
+    trainer = Trainer(scene, train, tmp_path / "s", config, val_set=val, progress=False)
+    trainer.init_from(folder)
+    theirs, mine = plain.model.state_dict(), trainer.model.state_dict()
+    for name, value in theirs.items():
+        if name == "visual.cell_embed.weight":
+            assert torch.equal(mine[name][: value.shape[0]], value)
+        else:
+            assert torch.equal(mine[name], value), name
+    assert any("scene_head" in n for n in set(mine) - set(theirs))
+
+    batch = trainer.inputs(train, [1, 2], np.random.default_rng(0))
+    out = trainer.module(**batch)
+    tower = trainer.module.model.visual
+    with torch.no_grad():
+        said = torch.stack(
+            [tower.encoder.tokens_and_scene(tower.preprocess(im))[1] for im in batch["images"]]
+        )[:, CAMERAS.index("front") * NUM_FRAMES + NUM_FRAMES - 1]
+        target = lead_targets(batch["lead"]) / torch.tensor(LEAD_SCALE)
+        torch.testing.assert_close(out["lead"].detach(), probe_loss(said, target))
+    out["lead"].backward()
+    grads = {n: p.grad for n, p in trainer.module.named_parameters()}
+    assert grads["model.visual.encoder.scene_head.0.weight"].abs().sum() > 0
+    assert grads["model.visual.encoder.keypoint_conv.weight"].abs().sum() > 0
+    assert not len(trainer.module.probes)  # the head is the model's, not a training probe
+
+    trainer.module.zero_grad(set_to_none=True)
+    trainer.fit()
+    model = load_pretrained(tmp_path / "s" / "best")
+    assert model.config.vision.scene == 2 and model.config.vision.keypoints == 2

@@ -186,14 +186,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         help="spatial-softmax keypoints per image, one more visual token (0: none; "
-        "docs/ALGORITHMS.md §8.1)",
+        "docs/ALGORITHMS.md §8.1; vehicles too, §3.5)",
     )
     robot.add_argument(
         "--vision-scene-token",
         action="store_true",
         help="a scene head per image that regresses the object's, the goal's and the hand's "
         "positions (trained with --scene-weight) and feeds them to the decoder as one more "
-        "visual token (docs/ALGORITHMS.md §8.3)",
+        "visual token (docs/ALGORITHMS.md §8.3); vehicles: the gap to the car ahead in the "
+        "lane, from the front camera (trained with --lead-weight, §3.5)",
     )
     robot.add_argument(
         "--scene-weight",
@@ -246,6 +247,7 @@ def run(args: argparse.Namespace) -> int:
         load_examples,
         load_fastddrive,
     )
+    from blockplan.train.probe import LEAD_TARGETS
     from blockplan.train.recipe import Recipe
     from blockplan.train.trainer import TrainConfig, Trainer, TrainError
 
@@ -303,6 +305,8 @@ def run(args: argparse.Namespace) -> int:
             vision_grid=vision_grid,
             image_size=image_size,
             ego_lane_pose=args.ego_lane_pose,
+            vision_keypoints=args.vision_keypoints,
+            vision_scene=LEAD_TARGETS if args.vision_scene_token else 0,
         )
         show = ctx.is_main
         if args.data:

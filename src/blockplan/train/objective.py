@@ -20,7 +20,9 @@ decoder reads must carry the offset, which the 2 × 3 pooling otherwise discards
 (docs/ALGORITHMS.md §3.2). Lead probe (`lead_probe`): the same kind of head regresses the
 gap to the nearest car ahead in the ego's lane (`lead_targets`), which the pooling also
 loses: a car 50 m ahead and one 140 m ahead fall into the same cell (§3.4). The heads are
-not part of the model folder; the trainer keeps them (`probes`) in its checkpoint.
+not part of the model folder; the trainer keeps them (`probes`) in its checkpoint. A model
+with a scene token (`vision.scene`, §3.5) learns the same targets with its tower's scene
+head instead, from the front camera's newest frame; that head is part of the model.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from blockplan.train.noising import (
     complementary_masks,
     sample_mask_ratios,
 )
-from blockplan.train.probe import LEAD_SCALE, TokenProbe, lead_targets
+from blockplan.train.probe import LEAD_SCALE, LEAD_TARGETS, TokenProbe, lead_targets, probe_loss
 from blockplan.train.recipe import Recipe
 from blockplan.train.streams import two_stream_mask, two_stream_positions
 
@@ -112,7 +114,22 @@ class SASDModule(nn.Module):
         self.probes = nn.ModuleDict()
         if lane_probe:
             self.probes["lane_pose"] = TokenProbe(model.config, (0.0, 0.0), LANE_POSE_SCALE)
-        if lead_probe:
+        # With a scene token the tower's scene head learns the lead targets (the front
+        # camera's newest frame) and feeds them to the decoder; else a training-only probe.
+        self.lead_scene = lead_probe and bool(model.config.vision.scene)
+        if self.lead_scene:
+            if model.config.vision.scene != LEAD_TARGETS:
+                raise ValueError(
+                    f"vision.scene={model.config.vision.scene}: a driving model's scene token "
+                    f"says the {LEAD_TARGETS} lead targets"
+                )
+            if "front" not in model.config.camera_names:
+                raise ValueError("the scene token learns the lead car from a camera `front`")
+            front = model.config.camera_names.index("front")
+            self.front_newest = front * model.config.num_frames + model.config.num_frames - 1
+            scale = torch.tensor(LEAD_SCALE, dtype=torch.float32)
+            self.register_buffer("lead_scale", scale, persistent=False)
+        elif lead_probe:
             self.probes["lead"] = TokenProbe(model.config, (0.0, 0.0), LEAD_SCALE)
 
     @property
@@ -130,18 +147,20 @@ class SASDModule(nn.Module):
         ego_history: torch.Tensor | None = None,
         visual_out: list[torch.Tensor] | None = None,
         lane_input: torch.Tensor | None = None,
+        scene_out: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """(B, P, W) from prompt ids (B, P), uint8 images (B, K*T, H, W, 3) and, for a model
         with a numeric ego encoder, the ego history (B, num_history, 6) it encodes (and the
         (B, 2) lane pose, NaN: unknown, for an encoder that reads it); `visual_out` collects
-        each sample's visual tokens (K*T, G, W)."""
+        each sample's visual tokens (K*T, G, W), `scene_out` the scene head's numbers
+        (K*T, n) of a model with a scene token."""
         m = self.model
         span = self.template.ego_span
         if span is not None and ego_history is None:
             raise ValueError("a model with an ego encoder trains on the ego history")
         rows = []
         for b in range(prompt_ids.shape[0]):
-            visual = m.visual(m.visual.preprocess(images[b]))  # (K*T, G, W)
+            visual = m.visual(m.visual.preprocess(images[b]), scene_out)  # (K*T, G, W)
             if visual_out is not None:
                 visual_out.append(visual)
             ego = {} if span is None else {"ego_span": span, "ego_history": ego_history[b]}
@@ -160,11 +179,15 @@ class SASDModule(nn.Module):
         ego_history: torch.Tensor | None = None,  # (B, num_history, 6)
         visual_out: list[torch.Tensor] | None = None,
         lane_input: torch.Tensor | None = None,  # (B, 2) the encoder's lane pose
+        scene_out: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Final-norm hidden states (B, S, W) of the two-stream sequence; `recorder` keeps
-        the K/V of some layers, `visual_out` collects the visual tokens."""
+        the K/V of some layers, `visual_out` collects the visual tokens, `scene_out` the
+        scene head's numbers."""
         B = answer_ids.shape[0]
-        prompt = self.prompt_embeds(prompt_ids, images, ego_history, visual_out, lane_input)
+        prompt = self.prompt_embeds(
+            prompt_ids, images, ego_history, visual_out, lane_input, scene_out
+        )
         answers = torch.cat([answer_ids[:, None], noisy_ids], dim=1).reshape(B, -1)
         embeds = torch.cat([prompt, self.model.embed(answers)], dim=1)  # (B, S, W)
         _, hidden = self.model.decoder(
@@ -195,8 +218,17 @@ class SASDModule(nn.Module):
         B, P, A = answer_ids.shape[0], self.prompt_len, self.answer_len
         recorder = KVRecorder(self.read_layers) if self.flow_head is not None else None
         visual: list[torch.Tensor] | None = [] if len(self.probes) else None
+        scene: list[torch.Tensor] | None = [] if self.lead_scene else None
         hidden = self.hidden_states(
-            prompt_ids, answer_ids, images, noisy_ids, recorder, ego_history, visual, lane_input
+            prompt_ids,
+            answer_ids,
+            images,
+            noisy_ids,
+            recorder,
+            ego_history,
+            visual,
+            lane_input,
+            scene,
         )  # (B, S, W)
         lm_head = self.model.decoder.lm_head
         # AR: editable position a from the clean stream's hidden state at P - 1 + a
@@ -241,6 +273,11 @@ class SASDModule(nn.Module):
             if lead is None:
                 raise ValueError("the lead probe trains on lead")
             out["lead"] = self.lead_head.loss(torch.stack(visual), lead_targets(lead))
+        if self.lead_scene:
+            if lead is None:
+                raise ValueError("the scene token learns the lead targets from lead")
+            said = torch.stack(scene)[:, self.front_newest].float()  # (B, n) in units
+            out["lead"] = probe_loss(said, lead_targets(lead) / self.lead_scale)
         for k, name in enumerate(SECTION_NAMES):
             out[f"ar/{name}"] = _mean_where(ar_ce, ar_sec == k)
             out[f"diffusion/{name}"] = _mean_where(diff_ce, diff_sec == k)

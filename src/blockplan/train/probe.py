@@ -25,6 +25,7 @@ LEAD_NEAR_M = 10.0
 LEAD_MIN_M = 5.0  # nearer gaps count as this (the target stays <= 2)
 LEAD_FAR_M = 100.0
 LEAD_SCALE = (0.2, 0.3)
+LEAD_TARGETS = len(LEAD_SCALE)
 
 
 class TokenProbe(nn.Module):

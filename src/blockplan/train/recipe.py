@@ -81,6 +81,8 @@ class Recipe:
         vision_grid: tuple[int, int] | None = None,
         ego_lane_pose: bool = False,
         image_size: tuple[int, int] | None = None,
+        vision_keypoints: int = 0,
+        vision_scene: int = 0,
     ) -> Recipe:
         """`frame_period_s`: the training frames' spacing, recorded in config.json (the
         runtime refuses a frame window of another spacing). `trajectory_head`: `tokens` or
@@ -89,7 +91,9 @@ class Recipe:
         history instead of writing it as digits (model/ego.py); `ego_lane_pose`: the
         encoder also reads the lane pose at t0. `vision_grid`: (rows, cols)
         of visual tokens per image instead of the arch's (the same encoder, pooled finer or
-        coarser); `image_size`: (height, width) of the tower's input instead of the arch's."""
+        coarser); `image_size`: (height, width) of the tower's input instead of the arch's;
+        `vision_keypoints`, `vision_scene`: spatial-softmax keypoints and a scene token of
+        that many numbers per image (docs/ALGORITHMS.md §3.5)."""
         if arch not in ARCHS:
             raise ModelConfigError(f"arch={arch!r}: must be one of {sorted(ARCHS)}")
         decoder_kw, vision, streamable = ARCHS[arch]
@@ -98,6 +102,8 @@ class Recipe:
         if image_size is not None:
             height, width = image_size
             vision = dataclasses.replace(vision, image_height=height, image_width=width)
+        if vision_keypoints or vision_scene:
+            vision = dataclasses.replace(vision, keypoints=vision_keypoints, scene=vision_scene)
         tokenizer = tokenizer or default_tokenizer()
         schema = schema or reference_schema()
         decoder = DecoderConfig(

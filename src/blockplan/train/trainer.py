@@ -210,6 +210,11 @@ class Trainer:
                     f"{what} but no training sample records its lane pose (a data set written "
                     "by `blockplan dataset` before the lane pose was recorded: regenerate it)"
                 )
+        if recipe.model_config.vision.scene and not lead:
+            raise TrainError(
+                "the model has a scene token (--vision-scene-token): its head learns the gap "
+                "to the car ahead from the data sets' `lead`, set --lead-weight > 0"
+            )
         if lead and not np.isfinite(train_set.lead[:, 0]).any():
             raise TrainError(
                 "lead_weight > 0 but no training sample has a car ahead in its lane with a "
@@ -327,10 +332,30 @@ class Trainer:
             mine = dataclasses.replace(mine, vision=their_vision)
             cells = resample_cells(state[CELL_EMBED], their_vision.grid, grid)
             state = dict(state) | {CELL_EMBED: cells}
+        # A folder without keypoints and a scene token can start a run with them: the new
+        # parts of the tower (keypoint maps, scene head, their tokens' projections and cell
+        # embeddings) start from their initialisation, everything else carries over.
+        fresh_tower = (
+            their_vision is not None
+            and (mine.vision.keypoints or mine.vision.scene)
+            and dataclasses.replace(mine.vision, keypoints=0, scene=0) == their_vision
+        )
+        if fresh_tower:
+            mine = dataclasses.replace(mine, vision=their_vision)
+            theirs_cells, my_cells = state[CELL_EMBED], self.model.state_dict()[CELL_EMBED]
+            cells = torch.cat([theirs_cells, my_cells[theirs_cells.shape[0] :]])
+            state = dict(state) | {CELL_EMBED: cells}
         if not isinstance(source, PlannerModel) or source.config != mine:
             raise TrainError(f"{folder}: not a planner of this run's architecture and schema")
         fresh = tuple(
-            p for p, new in (("flow_head.", fresh_head), ("ego_encoder.", fresh_ego)) if new
+            p
+            for p, new in (
+                ("flow_head.", fresh_head),
+                ("ego_encoder.", fresh_ego),
+                ("visual.encoder.keypoint", fresh_tower),
+                ("visual.encoder.scene", fresh_tower),
+            )
+            if new
         )
         result = self.model.load_state_dict(state, strict=not fresh)
         if fresh and (
@@ -370,7 +395,7 @@ class Trainer:
         batch = data.batch(
             indices,
             lane_pose=self.module.lane_head is not None,
-            lead=self.module.lead_head is not None,
+            lead=self.config.lead_weight > 0,
         )
         noisy, masks = draw_noise(
             self.module.layout, batch["answer_ids"].numpy(), self.module.mask_id, rng
