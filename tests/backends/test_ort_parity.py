@@ -77,7 +77,8 @@ def test_tiny_model_logits_and_greedy_plans_match_torch():
         np.testing.assert_array_equal(ort_planner.decode(obs, strategy).result.tokens, want)
 
 
-def test_a_driving_model_with_keypoints_and_a_scene_token_matches_torch():
+@pytest.mark.parametrize("reads", ["cells", "map"])
+def test_a_driving_model_with_keypoints_and_a_scene_token_matches_torch(reads):
     """The lead-gap tower (docs/ALGORITHMS.md §3.5) exports with the rest: same logits, same
     plans."""
     import dataclasses

@@ -385,14 +385,19 @@ def test_lane_pose_dropout_hides_the_pose_from_the_encoder_for_a_share_of_sample
         Trainer(lane, train, "unused", TrainConfig(steps=1))
 
 
-def test_a_scene_token_learns_the_lead_gap_from_the_front_camera(recipe, dataset_dir, tmp_path):
+@pytest.mark.parametrize("reads", ["cells", "map"])
+def test_a_scene_token_learns_the_lead_gap_from_the_front_camera(
+    reads, recipe, dataset_dir, tmp_path
+):
     """--vision-keypoints K --vision-scene-token for a vehicle: the tower's scene head says the
     lead targets of the front camera's newest frame (supervised by `lead`, the planner's
     loss reaching it through the token too); a plain folder starts such a run with every
     tensor it has; the trained folder plans."""
     from blockplan.train.probe import LEAD_SCALE, lead_targets, probe_loss
 
-    scene = Recipe.build("test", CAMERAS, NUM_FRAMES, vision_keypoints=2, vision_scene=2)
+    scene = Recipe.build(
+        "test", CAMERAS, NUM_FRAMES, vision_keypoints=2, vision_scene=2, vision_scene_reads=reads
+    )
     assert scene.model_config.tokens_per_image == recipe.model_config.tokens_per_image + 2
     train = load_shards(dataset_dir, "train", scene)
     val = load_shards(dataset_dir, "val", scene)
@@ -431,3 +436,4 @@ def test_a_scene_token_learns_the_lead_gap_from_the_front_camera(recipe, dataset
     trainer.fit()
     model = load_pretrained(tmp_path / "s" / "best")
     assert model.config.vision.scene == 2 and model.config.vision.keypoints == 2
+    assert model.config.vision.scene_reads == reads

@@ -197,6 +197,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "lane, from the front camera (trained with --lead-weight, §3.5)",
     )
     robot.add_argument(
+        "--vision-scene-reads",
+        choices=["cells", "map"],
+        default="cells",
+        help="what the scene head reads besides the keypoints: the pooled grid (cells) or the "
+        "last stage's full feature map (map: where in the image a feature is; vehicles, "
+        "docs/ALGORITHMS.md §3.5)",
+    )
+    robot.add_argument(
         "--scene-weight",
         type=float,
         default=0.0,
@@ -307,6 +315,7 @@ def run(args: argparse.Namespace) -> int:
             ego_lane_pose=args.ego_lane_pose,
             vision_keypoints=args.vision_keypoints,
             vision_scene=LEAD_TARGETS if args.vision_scene_token else 0,
+            vision_scene_reads=args.vision_scene_reads,
         )
         show = ctx.is_main
         if args.data:

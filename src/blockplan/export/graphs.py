@@ -61,7 +61,7 @@ class VisionFrame(nn.Module):
         features, found = t.encoder.features(image)  # (1, C, fh, fw)
         pooled = torch.einsum("gh,nchw,kw->ncgk", self.pool_rows, features, self.pool_cols)
         grid = pooled.flatten(2).transpose(1, 2)  # (1, cells, C) row-major
-        encoded, _ = t.encoder.extend(grid, found)  # then the keypoint and scene tokens
+        encoded, _ = t.encoder.extend(grid, found, features)  # then keypoint and scene tokens
         tokens = t.projector(encoded)  # (1, G, Hd)
         cells = t.cell_embed.weight  # (G, Hd)
         identity = t.camera_embed(camera_index)  # (1, Hd)

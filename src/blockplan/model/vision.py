@@ -22,6 +22,7 @@ from torch import nn
 from blockplan.model.config import ModelConfigError
 
 SCENE_HIDDEN = 256  # the scene head's hidden width
+SCENE_READS = ("cells", "map")
 
 
 class VisionEncoder(Protocol):
@@ -46,6 +47,10 @@ class VisionConfig:
     # targets say: e.g. the object's, the goal's and the hand's positions), and their
     # embedding is one more token per image, after the keypoint token (0: none). See SmallCNN.
     scene: int = 0
+    # What the scene head reads: `cells`, the pooled grid (and the keypoints), or `map`, the
+    # last stage's full feature map (and the keypoints), whose position-specific weights
+    # can read *where* in the image a feature is (a car's distance: docs/ALGORITHMS.md §3.5).
+    scene_reads: str = "cells"
 
     def __post_init__(self) -> None:
         if self.image_height < 8 or self.image_width < 8:
@@ -60,6 +65,10 @@ class VisionConfig:
             raise ModelConfigError(f"vision.keypoints={self.keypoints}: must be >= 0")
         if self.scene < 0:
             raise ModelConfigError(f"vision.scene={self.scene}: must be >= 0")
+        if self.scene_reads not in SCENE_READS:
+            raise ModelConfigError(
+                f"vision.scene_reads={self.scene_reads!r}: must be one of {SCENE_READS}"
+            )
 
     @property
     def tokens_per_image(self) -> int:
@@ -79,6 +88,8 @@ class VisionConfig:
         for key in ("keypoints", "scene"):  # folders without them keep their config.json
             if not d[key]:
                 del d[key]
+        if d["scene_reads"] == "cells":
+            del d["scene_reads"]
         return d
 
 
@@ -151,8 +162,14 @@ class SmallCNN(nn.Module):
             self.keypoint_log_temperature = nn.Parameter(torch.zeros(()))
             self.keypoint_proj = nn.Linear(2 * config.keypoints, in_ch)
         self.num_scene = config.scene
+        self.scene_reads_map = config.scene_reads == "map"
         if config.scene:
             cells = config.grid[0] * config.grid[1]
+            if self.scene_reads_map:  # each stride-2 stage (3x3, padding 1) halves, rounding up
+                fh, fw = config.image_height, config.image_width
+                for _ in config.channels:
+                    fh, fw = (fh + 1) // 2, (fw + 1) // 2
+                cells = fh * fw
             reads = cells * in_ch + 2 * config.keypoints
             self.scene_head = nn.Sequential(
                 nn.Linear(reads, SCENE_HIDDEN), nn.GELU(), nn.Linear(SCENE_HIDDEN, config.scene)
@@ -189,20 +206,24 @@ class SmallCNN(nn.Module):
         """(N, 3, H, W) → the tokens (N, G', C) and, with a scene head, its numbers (N, n)."""
         last, found = self.features(images)
         tokens = self.pool(last).flatten(2).transpose(1, 2)  # (N, gh*gw, C), row-major cells
-        return self.extend(tokens, found)
+        return self.extend(tokens, found, last)
 
     def extend(
-        self, cells: torch.Tensor, found: torch.Tensor | None
+        self, cells: torch.Tensor, found: torch.Tensor | None, last: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The grid's tokens (N, gh*gw, C) and the keypoint stage's features (None without
-        keypoints) → every token (N, G', C): the cells, the keypoint token, the scene token;
-        and the scene head's numbers (N, n) (None without one)."""
+        """The grid's tokens (N, gh*gw, C), the keypoint stage's features (None without
+        keypoints) and the last stage's map (N, C, fh, fw; needed by a scene head that reads
+        it) → every token (N, G', C): the cells, the keypoint token, the scene token; and the
+        scene head's numbers (N, n) (None without one)."""
         parts, scene = [cells], None
         points = None if found is None else self.keypoint_positions(found).flatten(1)
         if points is not None:
             parts.append(self.keypoint_proj(points)[:, None])
         if self.num_scene:
-            reads = cells.flatten(1) if points is None else torch.cat([cells.flatten(1), points], 1)
+            if self.scene_reads_map and last is None:
+                raise ValueError("a scene head that reads the map needs the last stage's map")
+            seen = last.flatten(1) if self.scene_reads_map else cells.flatten(1)
+            reads = seen if points is None else torch.cat([seen, points], 1)
             scene = self.scene_head(reads)  # (N, n)
             parts.append(self.scene_embed(scene)[:, None])
         return (torch.cat(parts, dim=1) if len(parts) > 1 else cells), scene

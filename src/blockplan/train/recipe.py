@@ -83,6 +83,7 @@ class Recipe:
         image_size: tuple[int, int] | None = None,
         vision_keypoints: int = 0,
         vision_scene: int = 0,
+        vision_scene_reads: str = "cells",
     ) -> Recipe:
         """`frame_period_s`: the training frames' spacing, recorded in config.json (the
         runtime refuses a frame window of another spacing). `trajectory_head`: `tokens` or
@@ -103,7 +104,12 @@ class Recipe:
             height, width = image_size
             vision = dataclasses.replace(vision, image_height=height, image_width=width)
         if vision_keypoints or vision_scene:
-            vision = dataclasses.replace(vision, keypoints=vision_keypoints, scene=vision_scene)
+            vision = dataclasses.replace(
+                vision,
+                keypoints=vision_keypoints,
+                scene=vision_scene,
+                scene_reads=vision_scene_reads,
+            )
         tokenizer = tokenizer or default_tokenizer()
         schema = schema or reference_schema()
         decoder = DecoderConfig(

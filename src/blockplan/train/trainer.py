@@ -338,7 +338,8 @@ class Trainer:
         fresh_tower = (
             their_vision is not None
             and (mine.vision.keypoints or mine.vision.scene)
-            and dataclasses.replace(mine.vision, keypoints=0, scene=0) == their_vision
+            and dataclasses.replace(mine.vision, keypoints=0, scene=0, scene_reads="cells")
+            == their_vision
         )
         if fresh_tower:
             mine = dataclasses.replace(mine, vision=their_vision)
