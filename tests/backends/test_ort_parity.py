@@ -71,7 +71,11 @@ def test_tiny_model_logits_and_greedy_plans_match_torch():
     reference = Planner.random_init("tiny", with_backend(PlannerConfig(), "torch", 1), seed=0)
     ort_planner = pair(reference)
     assert max_logit_gap(reference, ort_planner, seed=0) <= 1e-3
-    obs = synthetic_observation(reference.config, 1)
+    assert_same_greedy_plans(reference, ort_planner, seed=1)
+
+
+def assert_same_greedy_plans(reference: Planner, ort_planner: Planner, seed: int) -> None:
+    obs = synthetic_observation(reference.config, seed)
     for strategy in ("ar", "scaffold_spec"):
         want = reference.decode(obs, strategy).result.tokens
         np.testing.assert_array_equal(ort_planner.decode(obs, strategy).result.tokens, want)
@@ -86,14 +90,12 @@ def test_a_driving_model_with_keypoints_and_a_scene_token_matches_torch(reads):
     from blockplan.planner.parts import random_parts
 
     def scene(mc):
-        return dataclasses.replace(mc, vision=dataclasses.replace(mc.vision, keypoints=2, scene=2))
+        vision = dataclasses.replace(mc.vision, keypoints=2, scene=2, scene_reads=reads)
+        return dataclasses.replace(mc, vision=vision)
 
     p = random_parts("test", with_backend(PlannerConfig(), "torch"), 3, adjust=scene)
     reference = Planner(p.model, p.tokenizer, p.config, p.schema)
-    assert reference.model.config.vision.scene == 2
+    assert reference.model.config.vision.scene_reads == reads
     ort_planner = pair(reference)
     assert max_logit_gap(reference, ort_planner, seed=5) <= 1e-3
-    obs = synthetic_observation(reference.config, 3)
-    for strategy in ("ar", "scaffold_spec"):
-        want = reference.decode(obs, strategy).result.tokens
-        np.testing.assert_array_equal(ort_planner.decode(obs, strategy).result.tokens, want)
+    assert_same_greedy_plans(reference, ort_planner, seed=3)
