@@ -437,3 +437,67 @@ def test_a_scene_token_learns_the_lead_gap_from_the_front_camera(
     model = load_pretrained(tmp_path / "s" / "best")
     assert model.config.vision.scene == 2 and model.config.vision.keypoints == 2
     assert model.config.vision.scene_reads == reads
+
+
+def test_scene_teacher_forcing_tells_the_token_the_true_gap_and_only_in_training(
+    recipe, dataset_dir
+):
+    """--scene-teacher-share p: for a share p of training samples with a known gap, the
+    front camera's newest scene token says the true lead targets instead of its head's; the
+    head's own loss is unchanged (it still learns from its own numbers), validation never
+    forces, and a model without a scene token refuses the option."""
+    from blockplan.train.probe import LEAD_SCALE, lead_targets
+
+    scene = Recipe.build("test", CAMERAS, NUM_FRAMES, vision_scene=2, vision_scene_reads="map")
+    train = load_shards(dataset_dir, "train", scene)
+    known = [i for i in range(len(train)) if np.isfinite(train.lead[i, 0])][:2]
+    assert len(known) == 2, "the fixture data set has cars ahead"
+    base = TrainConfig(steps=1, batch_size=2, seed=3, lead_weight=1)
+    with pytest.raises(TrainError, match="scene token"):
+        Trainer(
+            recipe,
+            load_shards(dataset_dir, "train", recipe),
+            "unused",
+            dataclasses.replace(base, lead_weight=0, scene_teacher_share=0.5),
+        )
+    with pytest.raises(TrainError, match="scene_teacher_share"):
+        TrainConfig(steps=1, scene_teacher_share=1.5)
+
+    plain = Trainer(scene, train, "unused", base, progress=False)
+    forced = Trainer(scene, train, "unused", dataclasses.replace(base, scene_teacher_share=1.0))
+    forced.module.load_state_dict(plain.module.state_dict())
+    rng = lambda: np.random.default_rng(7)  # noqa: E731
+    batch = forced.inputs(train, known, rng())
+    assert batch["lead_told"].all()
+    assert "lead_told" not in forced.inputs(train, known, rng(), teach=False)
+    same = plain.inputs(train, known, rng())
+    assert "lead_told" not in same
+    for key, value in same.items():  # the option draws last: every other input is as before
+        assert torch.equal(value, batch[key]), key
+
+    # what the front camera's newest scene token says: the truth, in the head's units
+    front = CAMERAS.index("front") * NUM_FRAMES + NUM_FRAMES - 1
+    told = forced.module.told_scene(batch["lead"], batch["lead_told"])  # (B, K*T, 2)
+    truth = lead_targets(batch["lead"]) / torch.tensor(LEAD_SCALE)
+    torch.testing.assert_close(told[:, front], truth)
+    mask = torch.ones_like(told[..., 0], dtype=torch.bool)
+    mask[:, front] = False
+    assert torch.isnan(told[mask]).all()
+    tower = forced.module.model.visual
+    with torch.no_grad():
+        images = tower.preprocess(batch["images"][0])
+        own_tokens, own = tower.encoder.tokens_and_scene(images)
+        tokens, numbers = tower.encoder.tokens_and_scene(images, told[0])
+    torch.testing.assert_close(numbers, own)  # the head's numbers, for its loss
+    torch.testing.assert_close(tokens[front, -1], tower.encoder.scene_embed(truth[0]))
+    others = [i for i in range(len(tokens)) if i != front]
+    torch.testing.assert_close(tokens[others], own_tokens[others])
+
+    # the decoder sees it: one prompt row per sample (that token) differs, nothing else
+    m = forced.module
+    with torch.no_grad():
+        args = (batch["prompt_ids"], batch["images"], batch.get("ego_history"), None, None)
+        seen = m.prompt_embeds(*args, [], told) - m.prompt_embeds(*args, [], None)
+        out_forced, out_plain = m(**batch), plain.module(**same)
+    assert (seen.abs().amax(dim=-1) > 0).sum(dim=1).tolist() == [1] * len(known)
+    torch.testing.assert_close(out_forced["lead"], out_plain["lead"])

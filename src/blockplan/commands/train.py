@@ -152,6 +152,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the ego's lane from the newest visual tokens, so they carry it (needs data sets that "
         "record it, `lead`; samples without it are skipped; 0: off)",
     )
+    parser.add_argument(
+        "--scene-teacher-share",
+        type=float,
+        default=0.0,
+        help="vehicles with --vision-scene-token: share of training samples whose scene token "
+        "says the true gap instead of its head's, so the decoder learns to read the token "
+        "(teacher forcing; validation never forces; 0: off)",
+    )
     parser.add_argument("--num-threads", type=int, default=2, help="torch CPU threads (2)")
     parser.add_argument(
         "--device",
@@ -354,6 +362,7 @@ def run(args: argparse.Namespace) -> int:
             lane_pose_weight=args.lane_pose_weight,
             lane_pose_dropout=args.lane_pose_dropout,
             lead_weight=args.lead_weight,
+            scene_teacher_share=args.scene_teacher_share,
         )
         trainer = Trainer(recipe, train_set, args.out, config, ctx, val_set)
         if args.resume and trainer.resume():

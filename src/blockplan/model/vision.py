@@ -202,19 +202,29 @@ class SmallCNN(nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.tokens_and_scene(images)[0]
 
-    def tokens_and_scene(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def tokens_and_scene(
+        self, images: torch.Tensor, scene_given: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(N, 3, H, W) → the tokens (N, G', C) and, with a scene head, its numbers (N, n)."""
         last, found = self.features(images)
         tokens = self.pool(last).flatten(2).transpose(1, 2)  # (N, gh*gw, C), row-major cells
-        return self.extend(tokens, found, last)
+        return self.extend(tokens, found, last, scene_given)
 
     def extend(
-        self, cells: torch.Tensor, found: torch.Tensor | None, last: torch.Tensor | None = None
+        self,
+        cells: torch.Tensor,
+        found: torch.Tensor | None,
+        last: torch.Tensor | None = None,
+        scene_given: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The grid's tokens (N, gh*gw, C), the keypoint stage's features (None without
         keypoints) and the last stage's map (N, C, fh, fw; needed by a scene head that reads
         it) → every token (N, G', C): the cells, the keypoint token, the scene token; and the
-        scene head's numbers (N, n) (None without one)."""
+        scene head's numbers (N, n) (None without one).
+
+        `scene_given` (N, n), training only: numbers the scene token says instead of the
+        head's where they are not NaN (teacher forcing, so the decoder learns to trust the
+        token); the returned numbers stay the head's own."""
         parts, scene = [cells], None
         points = None if found is None else self.keypoint_positions(found).flatten(1)
         if points is not None:
@@ -225,7 +235,11 @@ class SmallCNN(nn.Module):
             seen = last.flatten(1) if self.scene_reads_map else cells.flatten(1)
             reads = seen if points is None else torch.cat([seen, points], 1)
             scene = self.scene_head(reads)  # (N, n)
-            parts.append(self.scene_embed(scene)[:, None])
+            said = scene
+            if scene_given is not None:
+                given = scene_given.to(scene.dtype)
+                said = torch.where(torch.isnan(given), scene, given)
+            parts.append(self.scene_embed(said)[:, None])
         return (torch.cat(parts, dim=1) if len(parts) > 1 else cells), scene
 
 
@@ -270,18 +284,24 @@ class VisionTower(nn.Module):
         return torch.cat([self.preprocess(torch.tensor(image)[None]) for image in images])
 
     def forward(
-        self, images: torch.Tensor, scene_out: list[torch.Tensor] | None = None
+        self,
+        images: torch.Tensor,
+        scene_out: list[torch.Tensor] | None = None,
+        scene_given: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """images (K*T, 3, H, W) view-major → visual tokens (K*T, tokens_per_image, width);
-        `scene_out` (models with a scene token) collects the scene head's numbers (K*T, n)."""
+        `scene_out` (models with a scene token) collects the scene head's numbers (K*T, n);
+        `scene_given` (K*T, n), training only, replaces them in the token where not NaN."""
         K, T = self.num_cameras, self.num_frames
         if images.shape[0] != K * T:
             raise ValueError(f"VisionTower: {images.shape[0]} images, expected {K}x{T}")
         if scene_out is None:
+            if scene_given is not None:
+                raise ValueError("VisionTower: scene_given needs scene_out")
             tokens = self.project(images)  # (K*T, G, W)
         else:
             features, scene = self.encoder.tokens_and_scene(
-                images.to(self.camera_embed.weight.dtype)
+                images.to(self.camera_embed.weight.dtype), scene_given
             )
             if scene is None:
                 raise ValueError("VisionTower: scene_out asked of a model without a scene token")

@@ -148,19 +148,22 @@ class SASDModule(nn.Module):
         visual_out: list[torch.Tensor] | None = None,
         lane_input: torch.Tensor | None = None,
         scene_out: list[torch.Tensor] | None = None,
+        scene_given: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """(B, P, W) from prompt ids (B, P), uint8 images (B, K*T, H, W, 3) and, for a model
         with a numeric ego encoder, the ego history (B, num_history, 6) it encodes (and the
         (B, 2) lane pose, NaN: unknown, for an encoder that reads it); `visual_out` collects
         each sample's visual tokens (K*T, G, W), `scene_out` the scene head's numbers
-        (K*T, n) of a model with a scene token."""
+        (K*T, n) of a model with a scene token; `scene_given` (B, K*T, n) the numbers its
+        scene token says instead, where not NaN (teacher forcing)."""
         m = self.model
         span = self.template.ego_span
         if span is not None and ego_history is None:
             raise ValueError("a model with an ego encoder trains on the ego history")
         rows = []
         for b in range(prompt_ids.shape[0]):
-            visual = m.visual(m.visual.preprocess(images[b]), scene_out)  # (K*T, G, W)
+            given = None if scene_given is None else scene_given[b]
+            visual = m.visual(m.visual.preprocess(images[b]), scene_out, given)  # (K*T, G, W)
             if visual_out is not None:
                 visual_out.append(visual)
             ego = {} if span is None else {"ego_span": span, "ego_history": ego_history[b]}
@@ -180,13 +183,14 @@ class SASDModule(nn.Module):
         visual_out: list[torch.Tensor] | None = None,
         lane_input: torch.Tensor | None = None,  # (B, 2) the encoder's lane pose
         scene_out: list[torch.Tensor] | None = None,
+        scene_given: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Final-norm hidden states (B, S, W) of the two-stream sequence; `recorder` keeps
         the K/V of some layers, `visual_out` collects the visual tokens, `scene_out` the
-        scene head's numbers."""
+        scene head's numbers, `scene_given` what the scene token says instead."""
         B = answer_ids.shape[0]
         prompt = self.prompt_embeds(
-            prompt_ids, images, ego_history, visual_out, lane_input, scene_out
+            prompt_ids, images, ego_history, visual_out, lane_input, scene_out, scene_given
         )
         answers = torch.cat([answer_ids[:, None], noisy_ids], dim=1).reshape(B, -1)
         embeds = torch.cat([prompt, self.model.embed(answers)], dim=1)  # (B, S, W)
@@ -214,11 +218,13 @@ class SASDModule(nn.Module):
         lane_pose: torch.Tensor | None = None,  # (B, 2) the probe's targets, NaN: none
         lane_input: torch.Tensor | None = None,  # (B, 2) the ego encoder's lane pose
         lead: torch.Tensor | None = None,  # (B, 2) lead gap (inf: none, NaN: unknown), speed
+        lead_told: torch.Tensor | None = None,  # (B,) bool: the scene token says the true gap
     ) -> dict[str, torch.Tensor]:
         B, P, A = answer_ids.shape[0], self.prompt_len, self.answer_len
         recorder = KVRecorder(self.read_layers) if self.flow_head is not None else None
         visual: list[torch.Tensor] | None = [] if len(self.probes) else None
         scene: list[torch.Tensor] | None = [] if self.lead_scene else None
+        given = self.told_scene(lead, lead_told) if lead_told is not None else None
         hidden = self.hidden_states(
             prompt_ids,
             answer_ids,
@@ -229,6 +235,7 @@ class SASDModule(nn.Module):
             visual,
             lane_input,
             scene,
+            given,
         )  # (B, S, W)
         lm_head = self.model.decoder.lm_head
         # AR: editable position a from the clean stream's hidden state at P - 1 + a
@@ -282,6 +289,20 @@ class SASDModule(nn.Module):
             out[f"ar/{name}"] = _mean_where(ar_ce, ar_sec == k)
             out[f"diffusion/{name}"] = _mean_where(diff_ce, diff_sec == k)
         return out
+
+    def told_scene(self, lead: torch.Tensor | None, told: torch.Tensor) -> torch.Tensor:
+        """(B, K*T, n) what the scene tokens say under teacher forcing: the true lead targets
+        (in the head's units) at the front camera's newest frame of the `told` (B,) samples
+        whose gap is known; NaN (the head's own numbers) everywhere else."""
+        if not self.lead_scene or lead is None:
+            raise ValueError("teacher forcing of the scene token needs a scene token and lead")
+        m = self.model.config
+        B, n = lead.shape[0], m.vision.scene
+        shape = (B, len(m.camera_names) * m.num_frames, n)
+        given = torch.full(shape, float("nan"), device=lead.device)
+        truth = lead_targets(lead) / self.lead_scale  # (B, n), NaN where unknown
+        given[:, self.front_newest] = torch.where(told[:, None], truth, given[:, self.front_newest])
+        return given
 
     def flow_loss(
         self,

@@ -82,6 +82,10 @@ class TrainConfig:
     # Weight of the training-only lead probe's loss (the gap to the car ahead in the lane,
     # read from the visual tokens; 0 = no probe; train/probe.py).
     lead_weight: float = 0.0
+    # Share of training samples (with a known gap) whose scene token says the true lead
+    # targets instead of its head's (teacher forcing, so that the decoder learns to read the
+    # token; a model with a scene token only). Validation never forces.
+    scene_teacher_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1:
@@ -99,6 +103,8 @@ class TrainConfig:
             raise TrainError(f"lead_weight={self.lead_weight} must be >= 0")
         if not 0 <= self.lane_pose_dropout <= 1:
             raise TrainError(f"lane_pose_dropout={self.lane_pose_dropout} must be in [0, 1]")
+        if not 0 <= self.scene_teacher_share <= 1:
+            raise TrainError(f"scene_teacher_share={self.scene_teacher_share} must be in [0, 1]")
 
     def lr_at(self, step: int) -> float:
         """Linear warm-up to `lr`, then cosine decay to `min_lr_ratio`·lr at `steps`."""
@@ -214,6 +220,11 @@ class Trainer:
             raise TrainError(
                 "the model has a scene token (--vision-scene-token): its head learns the gap "
                 "to the car ahead from the data sets' `lead`, set --lead-weight > 0"
+            )
+        if config.scene_teacher_share > 0 and not self.module.lead_scene:
+            raise TrainError(
+                "scene_teacher_share > 0 forces what a scene token says: it needs a model with "
+                "one (--vision-scene-token) and --lead-weight > 0"
             )
         if lead and not np.isfinite(train_set.lead[:, 0]).any():
             raise TrainError(
@@ -392,7 +403,9 @@ class Trainer:
         B = self.config.batch_size
         return [int(self.pool[i]) for i in order[k * B : (k + 1) * B]]
 
-    def inputs(self, data: Examples, indices: list[int], rng: np.random.Generator) -> dict:
+    def inputs(
+        self, data: Examples, indices: list[int], rng: np.random.Generator, teach: bool = True
+    ) -> dict:
         batch = data.batch(
             indices,
             lane_pose=self.module.lane_head is not None,
@@ -412,6 +425,9 @@ class Trainer:
             pose = data.lane_pose[np.asarray(indices, dtype=np.int64)].astype(np.float64)
             pose[rng.random(len(indices)) < self.config.lane_pose_dropout] = np.nan
             batch["lane_input"] = torch.from_numpy(pose)
+        if teach and self.config.scene_teacher_share > 0:  # last: other runs draw as before
+            told = rng.random(len(indices)) < self.config.scene_teacher_share
+            batch["lead_told"] = torch.from_numpy(told)
         return {k: v.to(self.ctx.device) for k, v in batch.items()}
 
     def train_step(self, runner: nn.Module) -> dict[str, float]:
@@ -446,7 +462,7 @@ class Trainer:
         B = self.config.batch_size
         for start in range(0, n, B):
             idx = list(range(start, min(start + B, n)))
-            out = self.module(**self.inputs(self.val_set, idx, rng))
+            out = self.module(**self.inputs(self.val_set, idx, rng, teach=False))
             for k, v in out.items():
                 sums[k] = sums.get(k, 0.0) + float(v) * len(idx)
         return {f"val/{k}": v / n for k, v in sums.items()}
