@@ -501,3 +501,52 @@ def test_scene_teacher_forcing_tells_the_token_the_true_gap_and_only_in_training
         out_forced, out_plain = m(**batch), plain.module(**same)
     assert (seen.abs().amax(dim=-1) > 0).sum(dim=1).tolist() == [1] * len(known)
     torch.testing.assert_close(out_forced["lead"], out_plain["lead"])
+
+
+def test_steady_history_shows_the_t0_speed_held_for_a_share_of_training_samples(
+    recipe, dataset_dir
+):
+    """--steady-history-share p: an ego-encoder model sees, for a share p of training samples,
+    the ego history with the t0 speed held (positions at that speed, no longitudinal
+    acceleration; the lateral columns as recorded); validation sees the true history."""
+    from blockplan.train.trainer import steady_history
+
+    history = torch.tensor(
+        [
+            [
+                [-19.0, 0.3, 9.0, 0.1, -1.0, 0.2],
+                [-9.5, 0.1, 9.5, 0.0, -1.0, 0.1],
+                [0.0, 0.0, 10.0, 0.05, -2.0, 0.0],
+            ]
+        ]
+    )
+    held = steady_history(history, 1.0)
+    torch.testing.assert_close(held[0, :, 0], torch.tensor([-20.0, -10.0, 0.0]))
+    torch.testing.assert_close(held[0, :, 2], torch.full((3,), 10.0))
+    torch.testing.assert_close(held[0, :, 4], torch.zeros(3))
+    torch.testing.assert_close(held[..., [1, 3, 5]], history[..., [1, 3, 5]])
+
+    with pytest.raises(TrainError, match="ego-tokens"):
+        Trainer(
+            recipe,
+            load_shards(dataset_dir, "train", recipe),
+            "unused",
+            TrainConfig(steps=1, steady_history_share=0.5),
+        )
+    with pytest.raises(TrainError, match="steady_history_share"):
+        TrainConfig(steps=1, steady_history_share=-0.1)
+    ego = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2)
+    train = load_shards(dataset_dir, "train", ego)
+    every = list(range(len(train)))
+    true = torch.from_numpy(train.ego_history[every].astype(np.float32))
+    period = ego.schema.history_period_s
+    for share, steady in ((0.0, 0), (1.0, len(every))):
+        config = TrainConfig(steps=1, batch_size=2, steady_history_share=share)
+        trainer = Trainer(ego, train, "unused", config, progress=False)
+        got = trainer.inputs(train, every, np.random.default_rng(0))["ego_history"]
+        changed = (got != true).flatten(1).any(dim=1)
+        assert int(changed.sum()) <= steady
+        if share:
+            torch.testing.assert_close(got, steady_history(true, period))
+        shown = trainer.inputs(train, every, np.random.default_rng(0), teach=False)
+        assert torch.equal(shown["ego_history"], true)

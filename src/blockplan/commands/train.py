@@ -160,6 +160,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "says the true gap instead of its head's, so the decoder learns to read the token "
         "(teacher forcing; validation never forces; 0: off)",
     )
+    parser.add_argument(
+        "--steady-history-share",
+        type=float,
+        default=0.0,
+        help="vehicles with --ego-tokens: share of training samples whose ego history shows "
+        "the t0 speed held (no acceleration), so the model learns when to brake from what it "
+        "sees rather than from its own past braking (validation keeps the true history; 0: off)",
+    )
     parser.add_argument("--num-threads", type=int, default=2, help="torch CPU threads (2)")
     parser.add_argument(
         "--device",
@@ -363,6 +371,7 @@ def run(args: argparse.Namespace) -> int:
             lane_pose_dropout=args.lane_pose_dropout,
             lead_weight=args.lead_weight,
             scene_teacher_share=args.scene_teacher_share,
+            steady_history_share=args.steady_history_share,
         )
         trainer = Trainer(recipe, train_set, args.out, config, ctx, val_set)
         if args.resume and trainer.resume():

@@ -86,6 +86,12 @@ class TrainConfig:
     # targets instead of its head's (teacher forcing, so that the decoder learns to read the
     # token; a model with a scene token only). Validation never forces.
     scene_teacher_share: float = 0.0
+    # Share of training samples whose ego history (an ego-encoder model's input) shows the
+    # t0 speed held steady: no longitudinal acceleration, past positions at that speed. The
+    # planner then has to tell when to brake or speed up from what it sees, not copy its own
+    # past braking (the "copycat" shortcut of imitation learning); validation keeps the
+    # true history. `steady_history`.
+    steady_history_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1:
@@ -105,6 +111,8 @@ class TrainConfig:
             raise TrainError(f"lane_pose_dropout={self.lane_pose_dropout} must be in [0, 1]")
         if not 0 <= self.scene_teacher_share <= 1:
             raise TrainError(f"scene_teacher_share={self.scene_teacher_share} must be in [0, 1]")
+        if not 0 <= self.steady_history_share <= 1:
+            raise TrainError(f"steady_history_share={self.steady_history_share} must be in [0, 1]")
 
     def lr_at(self, step: int) -> float:
         """Linear warm-up to `lr`, then cosine decay to `min_lr_ratio`·lr at `steps`."""
@@ -177,6 +185,21 @@ def widen_rows(weight: torch.Tensor, extra: int) -> torch.Tensor:
     return torch.cat([zeros, weight], dim=1)
 
 
+def steady_history(history: torch.Tensor, period_s: float) -> torch.Tensor:
+    """Ego histories (B, H, 6) [x, y, vx, vy, ax, ay], oldest first, ending at t0 in the
+    ego frame at t0, with the longitudinal columns rewritten as if the t0 speed had been held:
+    x = vx0·t at the rows' times t = -(H-1-k)·period, vx = vx0, ax = 0. The lateral columns
+    stay as they are."""
+    H = history.shape[1]
+    t = -period_s * torch.arange(H - 1, -1, -1, dtype=history.dtype)  # (H,)
+    v0 = history[:, -1, 2]  # (B,)
+    held = history.clone()
+    held[:, :, 0] = v0[:, None] * t
+    held[:, :, 2] = v0[:, None]
+    held[:, :, 4] = 0.0
+    return held
+
+
 def add_lane_inputs(weight: torch.Tensor) -> torch.Tensor:
     """The input weights of an encoder without the lane pose for one that reads it (its
     inputs come last) at zero weight: the model first computes what it did."""
@@ -220,6 +243,11 @@ class Trainer:
             raise TrainError(
                 "the model has a scene token (--vision-scene-token): its head learns the gap "
                 "to the car ahead from the data sets' `lead`, set --lead-weight > 0"
+            )
+        if config.steady_history_share > 0 and encoder is None:
+            raise TrainError(
+                "steady_history_share > 0 rewrites the ego encoder's history: it needs a model "
+                "with one (--ego-tokens N)"
             )
         if config.scene_teacher_share > 0 and not self.module.lead_scene:
             raise TrainError(
@@ -428,6 +456,13 @@ class Trainer:
         if teach and self.config.scene_teacher_share > 0:  # last: other runs draw as before
             told = rng.random(len(indices)) < self.config.scene_teacher_share
             batch["lead_told"] = torch.from_numpy(told)
+        if teach and self.config.steady_history_share > 0:
+            steady = rng.random(len(indices)) < self.config.steady_history_share
+            period = self.recipe.schema.history_period_s
+            held = steady_history(batch["ego_history"], period)
+            batch["ego_history"] = torch.where(
+                torch.from_numpy(steady)[:, None, None], held, batch["ego_history"]
+            )
         return {k: v.to(self.ctx.device) for k, v in batch.items()}
 
     def train_step(self, runner: nn.Module) -> dict[str, float]:
