@@ -550,3 +550,73 @@ def test_steady_history_shows_the_t0_speed_held_for_a_share_of_training_samples(
             torch.testing.assert_close(got, steady_history(true, period))
         shown = trainer.inputs(train, every, np.random.default_rng(0), teach=False)
         assert torch.equal(shown["ego_history"], true)
+
+
+def test_an_ego_encoder_that_reads_the_scene_token_starts_silent_and_learns(dataset_dir, tmp_path):
+    """--ego-reads-scene: the ego encoder also reads the front camera's newest scene token
+    (the decoder reads the encoder's slots for every plan). Config round-trip and
+    refusals; the slots change with that token and with no other visual token; a folder
+    whose encoder does not read it starts the run with the new inputs at zero weight (the
+    same loss), training moves them, and a teacher-forced token reaches the encoder."""
+    from blockplan.model.config import ModelConfigError
+    from blockplan.model.ego import EgoEncoderConfig
+    from blockplan.model.planner_model import PlannerModel
+
+    kw = dict(ego_tokens=2, vision_scene=2, vision_scene_reads="map")
+    plain = Recipe.build("test", CAMERAS, NUM_FRAMES, **kw)
+    reads = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_scene=True, **kw)
+    assert reads.model_config.ego_encoder.to_dict()["scene"] is True
+    assert "scene" not in plain.model_config.ego_encoder.to_dict()
+    assert EgoEncoderConfig.from_dict(reads.model_config.ego_encoder.to_dict()).scene
+    with pytest.raises(ModelConfigError, match="scene"):
+        Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_scene=True)
+
+    # serving's embed_prompt: the slots read the front camera's newest scene token only
+    model = PlannerModel(reads.model_config).eval()
+    torch.nn.init.normal_(model.ego_encoder.net[0].weight, std=0.5)
+    template = reads.template
+    T, W = NUM_FRAMES, model.decoder_config.hidden_size
+    G = reads.model_config.tokens_per_image
+    ids = torch.tensor(np.asarray(template.token_ids), dtype=torch.long)
+    history = torch.zeros(reads.schema.num_history, 6)
+    visual = torch.randn(len(CAMERAS) * T, G, W)
+    front = CAMERAS.index("front") * T + T - 1
+    start, end = template.ego_span
+
+    def slots(v):
+        with torch.no_grad():
+            out = model.embed_prompt(ids, template.image_spans, v, template.ego_span, history)
+        return out[0, start:end]
+
+    base = slots(visual)
+    for index, token, moves in ((front, -1, True), (front, 0, False), (front - 1, -1, False)):
+        other = visual.clone()
+        other[index, token] += 1.0
+        assert (not torch.equal(slots(other), base)) == moves, (index, token)
+
+    # init_from a folder whose encoder does not read it: silent at first, then trained
+    train = load_shards(dataset_dir, "train", reads)
+    base_config = TrainConfig(steps=1, batch_size=2, seed=5, lead_weight=1)
+    source = Trainer(plain, train, tmp_path / "s", base_config)
+    folder = source.model.save_pretrained(tmp_path / "m", plain.tokenizer.to_str())
+    config = TrainConfig(
+        steps=3,
+        batch_size=2,
+        warmup_steps=1,
+        save_every=3,
+        seed=3,
+        lead_weight=1,
+        scene_teacher_share=1.0,
+    )
+    target = Trainer(reads, train, tmp_path / "t", config, progress=False)
+    target.init_from(folder)
+    weight = target.model.state_dict()["ego_encoder.net.0.weight"]
+    assert weight.shape[1] == source.model.state_dict()["ego_encoder.net.0.weight"].shape[1] + W
+    assert torch.count_nonzero(weight[:, -W:]) == 0
+    batch = target.inputs(train, [0, 1], np.random.default_rng(0), teach=False)
+    with torch.no_grad():
+        torch.testing.assert_close(target.module(**batch)["loss"], source.module(**batch)["loss"])
+    target.fit()
+    weight = target.model.state_dict()["ego_encoder.net.0.weight"]
+    assert torch.count_nonzero(weight[:, -W:]) > 0
+    assert load_pretrained(tmp_path / "t" / "best").config.ego_encoder.scene

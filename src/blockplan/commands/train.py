@@ -68,6 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--lane-pose-dropout of the samples (needs data sets that record the lane pose)",
     )
     parser.add_argument(
+        "--ego-reads-scene",
+        action="store_true",
+        help="with --ego-tokens and --vision-scene-token: the ego encoder also reads the front "
+        "camera's newest scene token (the gap to the car ahead), so the decoder gets it through "
+        "the ego slots it always reads (docs/ALGORITHMS.md §3.5)",
+    )
+    parser.add_argument(
         "--lane-pose-dropout",
         type=float,
         default=0.25,
@@ -329,6 +336,7 @@ def run(args: argparse.Namespace) -> int:
             vision_grid=vision_grid,
             image_size=image_size,
             ego_lane_pose=args.ego_lane_pose,
+            ego_scene=args.ego_reads_scene,
             vision_keypoints=args.vision_keypoints,
             vision_scene=LEAD_TARGETS if args.vision_scene_token else 0,
             vision_scene_reads=args.vision_scene_reads,

@@ -17,6 +17,12 @@ offset from the lane centre (m) and the heading error against the lane (rad), wh
 vehicle's localisation on its map provides — as two more scaled inputs and a flag that says
 whether the pose is known. An unknown pose (NaN: no localisation, or a stale one) enters as
 zeros with the flag down, so the same model plans without it (docs/ALGORITHMS.md §3.3).
+
+An encoder with `scene` (models with a scene token, docs/ALGORITHMS.md §3.5) also reads the
+front camera's newest scene token, the visual token that says the gap to the car ahead, as
+`hidden_size` more inputs after the others. The decoder reads the encoder's slots for every
+plan; a decoder trained before the token existed does not learn to attend to it, an MLP
+input is used as soon as it helps.
 """
 
 from __future__ import annotations
@@ -44,27 +50,36 @@ class EgoEncoderConfig:
     rows: int = 3  # history rows it reads (the schema's num_history)
     hidden: int = 256  # the MLP's hidden width
     lane_pose: bool = False  # also reads the lane pose at t0 (offset, heading error)
+    scene: bool = False  # also reads the front camera's newest scene token (hidden_size wide)
 
     def __post_init__(self) -> None:
         for name in ("tokens", "rows", "hidden"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ModelConfigError(f"ego_encoder.{name}={value!r}: must be an integer >= 1")
-        if not isinstance(self.lane_pose, bool):
-            raise ModelConfigError(f"ego_encoder.lane_pose={self.lane_pose!r}: must be a bool")
+        for name in ("lane_pose", "scene"):
+            if not isinstance(getattr(self, name), bool):
+                raise ModelConfigError(
+                    f"ego_encoder.{name}={getattr(self, name)!r}: must be a bool"
+                )
 
     @property
     def num_inputs(self) -> int:
+        """The inputs before the scene token's (which add the decoder's hidden size)."""
         return self.rows * NUM_COLUMNS + (LANE_INPUTS if self.lane_pose else 0)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"tokens": self.tokens, "rows": self.rows, "hidden": self.hidden}
-        # Folders without the lane pose keep the config they were written with.
-        return d | ({"lane_pose": True} if self.lane_pose else {})
+        # Folders without the lane pose or the scene keep the config they were written with.
+        return (
+            d
+            | ({"lane_pose": True} if self.lane_pose else {})
+            | ({"scene": True} if self.scene else {})
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EgoEncoderConfig:
-        unknown = set(d) - {"tokens", "rows", "hidden", "lane_pose"}
+        unknown = set(d) - {"tokens", "rows", "hidden", "lane_pose", "scene"}
         if unknown:
             raise ModelConfigError(f"ego_encoder: unknown settings {sorted(unknown)}")
         return cls(**d)
@@ -94,17 +109,24 @@ class EgoEncoder(nn.Module):
         self.register_buffer(
             "scale", torch.tensor(INPUT_SCALE).repeat(config.rows), persistent=False
         )
+        inputs = config.num_inputs + (hidden_size if config.scene else 0)
         self.net = nn.Sequential(
-            nn.Linear(config.num_inputs, config.hidden),
+            nn.Linear(inputs, config.hidden),
             nn.SiLU(),
             nn.Linear(config.hidden, config.hidden),
             nn.SiLU(),
             nn.Linear(config.hidden, config.tokens * hidden_size),
         )
 
-    def forward(self, history: torch.Tensor, lane_pose: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        history: torch.Tensor,
+        lane_pose: torch.Tensor | None = None,
+        scene: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """history (..., rows, 6) and, for an encoder with `lane_pose`, the (..., 2) lane
-        pose (NaN or None: unknown; ignored by one without) → (..., tokens, hidden_size)."""
+        pose (NaN or None: unknown; ignored by one without), for one with `scene` the
+        (..., hidden_size) scene token → (..., tokens, hidden_size)."""
         c = self.config
         if tuple(history.shape[-2:]) != (c.rows, NUM_COLUMNS):
             raise ValueError(
@@ -116,4 +138,11 @@ class EgoEncoder(nn.Module):
         if c.lane_pose:
             lane = lane_inputs(lane_pose, tuple(history.shape[:-2]))
             x = torch.cat([x, lane.to(device=x.device, dtype=dtype)], dim=-1)
+        if c.scene:
+            if scene is None or scene.shape[-1] != self.hidden_size:
+                got = None if scene is None else tuple(scene.shape)
+                raise ValueError(
+                    f"the encoder reads the scene token ({self.hidden_size},): got {got}"
+                )
+            x = torch.cat([x, scene.to(device=x.device, dtype=dtype).expand(*x.shape[:-1], -1)], -1)
         return self.net(x).unflatten(-1, (c.tokens, self.hidden_size))

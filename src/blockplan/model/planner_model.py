@@ -86,6 +86,13 @@ class PlannerModelConfig:
         if self.ego_encoder is not None:
             if self.embodiment != "vehicle":
                 raise ModelConfigError("ego_encoder: vehicle models only")
+            if self.ego_encoder.scene and (
+                not self.vision.scene or "front" not in self.camera_names
+            ):
+                raise ModelConfigError(
+                    "ego_encoder.scene reads the front camera's scene token: the model needs "
+                    "vision.scene and a camera 'front'"
+                )
             rows = self.schema.get("num_history")
             if rows is not None and rows != self.ego_encoder.rows:
                 raise ModelConfigError(
@@ -245,7 +252,11 @@ class PlannerModel(nn.Module):
             history = ego_history.to(embeds.device)
             if lane_pose is not None and not isinstance(lane_pose, torch.Tensor):
                 lane_pose = torch.tensor(np.asarray(lane_pose, dtype=np.float64))
-            slots = self.ego_encoder(history, lane_pose)  # (E, W)
+            scene = None
+            if self.ego_encoder.config.scene:  # the front camera's newest scene token
+                T = self.config.num_frames
+                scene = visual[self.config.camera_names.index("front") * T + T - 1, -1]  # (W,)
+            slots = self.ego_encoder(history, lane_pose, scene)  # (E, W)
             if end - start != slots.shape[0]:
                 raise ValueError(
                     f"ego slots {ego_span}: {end - start} slots, the encoder makes {slots.shape[0]}"

@@ -84,6 +84,7 @@ class Recipe:
         vision_keypoints: int = 0,
         vision_scene: int = 0,
         vision_scene_reads: str = "cells",
+        ego_scene: bool = False,
     ) -> Recipe:
         """`frame_period_s`: the training frames' spacing, recorded in config.json (the
         runtime refuses a frame window of another spacing). `trajectory_head`: `tokens` or
@@ -94,7 +95,8 @@ class Recipe:
         of visual tokens per image instead of the arch's (the same encoder, pooled finer or
         coarser); `image_size`: (height, width) of the tower's input instead of the arch's;
         `vision_keypoints`, `vision_scene`: spatial-softmax keypoints and a scene token of
-        that many numbers per image (docs/ALGORITHMS.md §3.5)."""
+        that many numbers per image (docs/ALGORITHMS.md §3.5); `ego_scene`: the ego encoder
+        also reads the front camera's newest scene token."""
         if arch not in ARCHS:
             raise ModelConfigError(f"arch={arch!r}: must be one of {sorted(ARCHS)}")
         decoder_kw, vision, streamable = ARCHS[arch]
@@ -127,7 +129,10 @@ class Recipe:
             frame_period_s=frame_period_s,
             trajectory_head=trajectory_head,
             ego_encoder=EgoEncoderConfig(
-                tokens=ego_tokens, rows=schema.num_history, lane_pose=ego_lane_pose
+                tokens=ego_tokens,
+                rows=schema.num_history,
+                lane_pose=ego_lane_pose,
+                scene=ego_scene,
             )
             if ego_tokens
             else None,

@@ -339,6 +339,22 @@ class Trainer:
                 mine, ego_encoder=dataclasses.replace(mine.ego_encoder, lane_pose=False)
             )
             state = dict(state) | {EGO_INPUT: add_lane_inputs(state[EGO_INPUT])}
+        # An encoder folder that does not read the scene token can start a run whose encoder
+        # does: the token's inputs (the last ones) start at zero weight, the same way.
+        if (
+            theirs is not None
+            and mine.ego_encoder is not None
+            and mine.ego_encoder.scene
+            and not theirs.scene
+        ):
+            mine = dataclasses.replace(
+                mine, ego_encoder=dataclasses.replace(mine.ego_encoder, scene=False)
+            )
+            weight = state[EGO_INPUT]
+            width = mine.decoder.hidden_size
+            state = dict(state) | {
+                EGO_INPUT: torch.cat([weight, weight.new_zeros(weight.shape[0], width)], dim=1)
+            }
         if theirs is not None and mine.ego_encoder is not None:
             extra = mine.ego_encoder.rows - theirs.rows
             if extra > 0 and dataclasses.replace(mine.ego_encoder, rows=theirs.rows) == theirs:
