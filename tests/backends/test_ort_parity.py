@@ -99,3 +99,30 @@ def test_a_driving_model_with_keypoints_and_a_scene_token_matches_torch(reads):
     ort_planner = pair(reference)
     assert max_logit_gap(reference, ort_planner, seed=5) <= 1e-3
     assert_same_greedy_plans(reference, ort_planner, seed=3)
+
+
+def test_an_ego_encoder_that_reads_the_scene_token_matches_torch():
+    """--ego-reads-scene (docs/ALGORITHMS.md §3.5): the encoder reads the front camera's
+    scene token from the visual tokens the backend's vision graph computed, so onnxruntime
+    plans as torch does (that the slots depend on the token: tests/train/test_trainer.py)."""
+    from blockplan.model.planner_model import PlannerModel
+    from blockplan.train.recipe import Recipe
+
+    config = with_backend(PlannerConfig(), "torch")
+    recipe = Recipe.build(
+        "test",
+        tuple(config.camera_names),
+        config.frame_window.num_frames,
+        ego_tokens=2,
+        vision_scene=2,
+        vision_scene_reads="map",
+        ego_scene=True,
+    )
+    torch.manual_seed(3)
+    model = PlannerModel(recipe.model_config).eval()
+    with torch.no_grad():  # the scene token's inputs are not silent (a trained encoder's)
+        torch.nn.init.normal_(model.ego_encoder.net[0].weight, std=0.2)
+    reference = Planner(model, recipe.tokenizer, config, recipe.schema)
+    ort_planner = pair(reference)
+    assert max_logit_gap(reference, ort_planner, seed=5) <= 1e-3
+    assert_same_greedy_plans(reference, ort_planner, seed=3)
