@@ -200,10 +200,10 @@ def steady_history(history: torch.Tensor, period_s: float) -> torch.Tensor:
     return held
 
 
-def add_lane_inputs(weight: torch.Tensor) -> torch.Tensor:
-    """The input weights of an encoder without the lane pose for one that reads it (its
-    inputs come last) at zero weight: the model first computes what it did."""
-    return torch.cat([weight, weight.new_zeros(weight.shape[0], LANE_INPUTS)], dim=1)
+def zero_inputs(weight: torch.Tensor, n: int) -> torch.Tensor:
+    """An input layer's weights (out, in) with n more inputs at the end, at zero weight: the
+    model first computes what it did."""
+    return torch.cat([weight, weight.new_zeros(weight.shape[0], n)], dim=1)
 
 
 class Trainer:
@@ -327,34 +327,21 @@ class Trainer:
         # rows' input weights start at zero, so the model first computes what it did.
         state = source.state_dict() if isinstance(source, PlannerModel) else {}
         theirs = source.config.ego_encoder if isinstance(source, PlannerModel) else None
-        # An encoder folder without the lane pose can start a run whose encoder reads it:
-        # its inputs start at zero weight, the same way.
-        if (
-            theirs is not None
-            and mine.ego_encoder is not None
-            and mine.ego_encoder.lane_pose
-            and not theirs.lane_pose
-        ):
-            mine = dataclasses.replace(
-                mine, ego_encoder=dataclasses.replace(mine.ego_encoder, lane_pose=False)
-            )
-            state = dict(state) | {EGO_INPUT: add_lane_inputs(state[EGO_INPUT])}
-        # An encoder folder that does not read the scene token can start a run whose encoder
-        # does: the token's inputs (the last ones) start at zero weight, the same way.
-        if (
-            theirs is not None
-            and mine.ego_encoder is not None
-            and mine.ego_encoder.scene
-            and not theirs.scene
-        ):
-            mine = dataclasses.replace(
-                mine, ego_encoder=dataclasses.replace(mine.ego_encoder, scene=False)
-            )
-            weight = state[EGO_INPUT]
-            width = mine.decoder.hidden_size
-            state = dict(state) | {
-                EGO_INPUT: torch.cat([weight, weight.new_zeros(weight.shape[0], width)], dim=1)
-            }
+        # An encoder folder without the lane pose, or that does not read the scene token, can
+        # start a run whose encoder reads it: those inputs (after the history rows, in this
+        # order) start at zero weight, the same way. (A folder that reads the scene but not
+        # the lane pose cannot: the lane inputs come first.)
+        for name, width in (("lane_pose", LANE_INPUTS), ("scene", mine.decoder.hidden_size)):
+            if (
+                theirs is not None
+                and mine.ego_encoder is not None
+                and getattr(mine.ego_encoder, name)
+                and not getattr(theirs, name)
+                and not (name == "lane_pose" and theirs.scene)
+            ):
+                encoder = dataclasses.replace(mine.ego_encoder, **{name: False})
+                mine = dataclasses.replace(mine, ego_encoder=encoder)
+                state = dict(state) | {EGO_INPUT: zero_inputs(state[EGO_INPUT], width)}
         if theirs is not None and mine.ego_encoder is not None:
             extra = mine.ego_encoder.rows - theirs.rows
             if extra > 0 and dataclasses.replace(mine.ego_encoder, rows=theirs.rows) == theirs:
