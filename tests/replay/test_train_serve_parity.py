@@ -172,3 +172,30 @@ def test_runtime_takes_the_history_from_the_planner(repo_root):
     assert runtime.history.span_s == 20.0
     assert runtime.ego.keep_s >= 20.0 + config.frame_window.max_frame_age_s
     assert runtime.input_span_s == 20.0
+
+
+def test_the_shipped_model_streams_exactly_on_a_replayed_episode(episode):
+    """Streaming ≡ full recompute for the shipped folder (its scene token and an ego encoder
+    that reads it included): consecutive observations of a replayed bag give the same plan
+    tokens with the streaming prefill on and off."""
+    import torch
+
+    from blockplan.planner.planner import Planner
+
+    _, _, bag = episode
+    torch.set_num_threads(1)
+    plans = {}
+    for mode in ("on", "off"):
+        config = load_config(default_params_path(), overrides=[f"frame_window.streaming={mode}"])
+        planner = Planner.from_folder(MODEL, config)
+        assert (planner.vision_cache is not None) == (mode == "on")
+        lane = getattr(planner, "reads_lane_pose", False)
+        observations = bag_observations(bag, planner.config, planner.schema, lane)[:12]
+        tokens = []
+        for obs in observations:
+            planner.previous_answer = None
+            tokens.append(planner.decode(obs, "scaffold_spec").result.tokens)
+        plans[mode] = tokens
+    assert len(plans["on"]) == 12
+    for i, (a, b) in enumerate(zip(plans["on"], plans["off"], strict=True)):
+        np.testing.assert_array_equal(a, b, err_msg=f"observation {i}")
