@@ -620,3 +620,21 @@ def test_an_ego_encoder_that_reads_the_scene_token_starts_silent_and_learns(data
     weight = target.model.state_dict()["ego_encoder.net.0.weight"]
     assert torch.count_nonzero(weight[:, -W:]) > 0
     assert load_pretrained(tmp_path / "t" / "best").config.ego_encoder.scene
+
+
+def test_init_from_a_folder_of_another_architecture_names_what_differs(
+    recipe, dataset_dir, tmp_path
+):
+    """A folder the run cannot start from is refused with the config keys that differ, so
+    the user sees which training flags to add (e.g. the shipped model's scene token)."""
+    kw = dict(ego_tokens=2, vision_scene=2, vision_scene_reads="map", ego_scene=True)
+    scene = Recipe.build("test", CAMERAS, NUM_FRAMES, **kw)
+    plain = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2)
+    train = load_shards(dataset_dir, "train", scene)
+    source = Trainer(scene, train, tmp_path / "s", TrainConfig(steps=1, lead_weight=1))
+    folder = source.model.save_pretrained(tmp_path / "m", scene.tokenizer.to_str())
+    target = Trainer(
+        plain, load_shards(dataset_dir, "train", plain), tmp_path / "t", TrainConfig(steps=1)
+    )
+    with pytest.raises(TrainError, match=r"ego_encoder\.scene, .*vision_config\.scene"):
+        target.init_from(folder)

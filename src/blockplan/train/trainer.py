@@ -200,6 +200,18 @@ def steady_history(history: torch.Tensor, period_s: float) -> torch.Tensor:
     return held
 
 
+def config_differences(theirs: dict, mine: dict, prefix: str = "") -> list[str]:
+    """The dotted keys where two config dicts differ (a value, or present in one only)."""
+    out = []
+    for key in sorted(set(theirs) | set(mine), key=str):
+        a, b = theirs.get(key), mine.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += config_differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}")
+    return out
+
+
 def zero_inputs(weight: torch.Tensor, n: int) -> torch.Tensor:
     """An input layer's weights (out, in) with n more inputs at the end, at zero weight: the
     model first computes what it did."""
@@ -388,8 +400,15 @@ class Trainer:
             theirs_cells, my_cells = state[CELL_EMBED], self.model.state_dict()[CELL_EMBED]
             cells = torch.cat([theirs_cells, my_cells[theirs_cells.shape[0] :]])
             state = dict(state) | {CELL_EMBED: cells}
-        if not isinstance(source, PlannerModel) or source.config != mine:
+        if not isinstance(source, PlannerModel):
             raise TrainError(f"{folder}: not a planner of this run's architecture and schema")
+        if source.config != mine:
+            differ = config_differences(source.config.to_dict(), mine.to_dict())
+            raise TrainError(
+                f"{folder}: not a planner of this run's architecture and schema (config.json "
+                f"differs at {', '.join(differ)}; the folder's own config.json says which "
+                "training flags it was made with)"
+            )
         fresh = tuple(
             p
             for p, new in (
