@@ -52,5 +52,9 @@ def test_eval_reports_every_method(recipe, dataset_dir, tmp_path):
     assert results["constant_velocity"]["ade_5s"] < 1e-6  # the synthetic ego is constant speed
     assert results["constant_velocity"]["gate_pass_rate"] == 1.0  # no acceleration, no jerk
     assert set(results["constant_velocity"]["comfort_pass_rate_by_scenario"].values()) == {1.0}
+    for name, r in results.items():  # the overall mean lies between the scenarios' means
+        assert set(r["ade_5s_by_scenario"]) == set(r["gate_pass_rate_by_scenario"])
+        assert max(r["ade_5s_by_scenario"].values()) >= r["ade_5s"] - 1e-9, name
+        assert min(r["ade_5s_by_scenario"].values()) <= r["ade_5s"] + 1e-9, name
     assert 0.0 <= results["model"]["meta_accuracy"] <= 1.0
     json.dumps(results)  # JSON-ready

@@ -13,7 +13,8 @@ extra row `rollouts_n4_plain_mean` averages all N of the same plans.
 `gate_pass_rate` is what the runtime would publish rather than fall back: the published path
 (the same rollouts through the runtime's jerk-minimizing fit, `trajectory.waypoint_tolerance_m`)
 against the hard `gates`; `comfort_pass_rate` the same path against the `comfort` limits;
-both also per scenario (`gate_pass_rate_by_scenario`, `comfort_pass_rate_by_scenario`).
+both also per scenario (`gate_pass_rate_by_scenario`, `comfort_pass_rate_by_scenario`), as
+are the ADEs (`ade_3s_by_scenario`, `ade_5s_by_scenario`: where a model wins or loses).
 """
 
 from __future__ import annotations
@@ -95,11 +96,14 @@ class Tally:
         self.gates_passed = 0
         self.comfort_passed = 0
         self.by_scenario: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        self.ade_by_scenario: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(2))
 
     def add_trajectory(self, traj, gt_xy, t0: float, world, path, scenario: str) -> None:
         """traj: the WOD-E2E interpolation (metrics); path: the published path (gates)."""
-        for k, v in trajectory_metrics(traj.xy, gt_xy).items():
+        found = trajectory_metrics(traj.xy, gt_xy)
+        for k, v in found.items():
             self.sums[k] += v
+        self.ade_by_scenario[scenario] += (found["ade_3s"], found["ade_5s"])
         self.count += 1
         passed, comfortable = check_gates(path, GATES).ok, check_gates(path, COMFORT).ok
         self.gates_passed += passed
@@ -130,6 +134,10 @@ class Tally:
         scenarios = sorted(self.by_scenario.items())
         out["gate_pass_rate_by_scenario"] = {k: r[1] / r[0] for k, r in scenarios}
         out["comfort_pass_rate_by_scenario"] = {k: r[2] / r[0] for k, r in scenarios}
+        for i, name in enumerate(("ade_3s", "ade_5s")):
+            out[f"{name}_by_scenario"] = {
+                k: float(self.ade_by_scenario[k][i]) / r[0] for k, r in scenarios
+            }
         out["num_samples"] = self.count
         if with_answers:
             tp, fp, fn = self.crit
