@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from blockplan.model.planner_model import PlannerModel
-from blockplan.train.evaluate import EXTRA, METHODS, evaluate, trajectory_metrics
+from blockplan.train.evaluate import EXTRA, METHODS, evaluate, summary_lines, trajectory_metrics
 from blockplan.train.trainer import init_weights
 
 
@@ -58,3 +58,9 @@ def test_eval_reports_every_method(recipe, dataset_dir, tmp_path):
         assert min(r["ade_5s_by_scenario"].values()) <= r["ade_5s"] + 1e-9, name
     assert 0.0 <= results["model"]["meta_accuracy"] <= 1.0
     json.dumps(results)  # JSON-ready
+    lines = summary_lines(results)  # what `blockplan eval` prints
+    assert all(k[:12] in lines[0] for k in results["model"]["ade_5s_by_scenario"])
+    rows = {line.split()[0]: line.split() for line in lines[2:-1]}
+    assert set(rows) == set(results)
+    assert rows["model"][2] == f"{results['model']['ade_5s']:.2f}"
+    assert rows["constant_velocity"][-1] == "-" and rows["model"][-1] == "0"

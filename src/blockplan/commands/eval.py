@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from blockplan.train.evaluate import evaluate
+    from blockplan.train.evaluate import evaluate, summary_lines
     from blockplan.train.examples import DataError
 
     torch.set_num_threads(args.num_threads)
@@ -47,5 +47,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    print("\n".join(summary_lines(results)))
+    print(f"metrics: {args.json}")
     return 0

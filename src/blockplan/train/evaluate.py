@@ -272,3 +272,21 @@ def _world(cache: dict, entry: dict, duration: float | None, t0: float, gt_xy: n
         cache[key] = None
         return None
     return world
+
+
+def summary_lines(results: dict[str, dict[str, Any]]) -> list[str]:
+    """A table of `evaluate`'s results for a terminal: per method ADE@3s/@5s, ADE@5s per
+    scenario, the hard-gate pass rate, and the parse failures of the model's rows."""
+    scenarios = sorted({k for r in results.values() for k in r.get("ade_5s_by_scenario", {})})
+    head = f"{'method':<24}{'ADE@3s':>8}{'ADE@5s':>8}" + "".join(f"{s[:12]:>13}" for s in scenarios)
+    lines = [head + f"{'gates':>8}{'parse':>7}", f"{'':<40}" + "ADE@5s per scenario (m)"]
+    for name, r in results.items():
+        per = r.get("ade_5s_by_scenario", {})
+        cells = "".join(f"{per[s]:>13.2f}" if s in per else f"{'-':>13}" for s in scenarios)
+        parse = r.get("parse_failures")
+        lines.append(
+            f"{name:<24}{r['ade_3s']:>8.2f}{r['ade_5s']:>8.2f}{cells}"
+            f"{r['gate_pass_rate']:>8.1%}{'-' if parse is None else parse:>7}"
+        )
+    lines.append(f"{results[next(iter(results))]['num_samples']} samples")
+    return lines
