@@ -44,7 +44,7 @@ class StepExecutor(Protocol):
 
     def step_cached(
         self,
-        inputs_embeds: torch.Tensor,  # (B, W, Hd)
+        inputs_embeds: torch.Tensor | np.ndarray,  # (B, W, Hd) float32
         positions: torch.Tensor,  # (B, W) int64
         attention_mask: torch.Tensor,  # (B, W, past + W) bool
         past: tuple[np.ndarray, ...],  # 2N: layer i's keys, values (B, Hkv, M, D), M >= past
@@ -91,6 +91,7 @@ class TorchGraphExecutor:
 
     @torch.no_grad()
     def step_cached(self, inputs_embeds, positions, attention_mask, past, logit_rows):
+        inputs_embeds = torch.as_tensor(inputs_embeds)  # StepBackend hands numpy embeddings
         past = tuple(torch.as_tensor(t) for t in past)  # numpy views: shared, not copied
         rows = torch.as_tensor(logit_rows)
         return self.cached_step(inputs_embeds, positions, attention_mask, past, rows)
@@ -110,6 +111,9 @@ class StepBackend:
         # the streaming prefill runs forwards of any window against any past and reads the
         # pre-RoPE keys back: the dynamic graph does both, padded static windows do not
         self.streams = bool(executor.dynamic)
+        # the dynamic graph's logits are a new numpy array per call: the engine may write
+        # into them (DecodeContext.restrict) instead of copying
+        self.fresh_logits = bool(executor.dynamic)
         self.dtype = model.decoder.lm_head.weight.dtype
         c = model.config.decoder
         self.scratch = KVCache.for_model(c, executor.max_len, 1, self.dtype)
@@ -117,6 +121,9 @@ class StepBackend:
         self._views: tuple[np.ndarray, ...] = ()
         self._np_key: torch.Tensor | None = None
         self._np: tuple[np.ndarray, np.ndarray] = ()
+        self._embed_weight = model.decoder.model.embed_tokens.weight
+        self._table_key: tuple[int, int] | None = None
+        self._table = np.zeros((0, 0), dtype=np.float32)
 
     @property
     def decoder_config(self) -> DecoderConfig:
@@ -170,7 +177,10 @@ class StepBackend:
     ) -> torch.Tensor:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError(f"{self.name}: pass exactly one of input_ids, inputs_embeds")
-        x = self.embed(input_ids) if inputs_embeds is None else inputs_embeds  # (B, S, Hd)
+        if inputs_embeds is None and self.executor.dynamic:
+            x = self._embed_rows(input_ids)  # (B, S, Hd) float32 numpy: what the graph reads
+        else:
+            x = self.embed(input_ids) if inputs_embeds is None else inputs_embeds  # (B, S, Hd)
         B, S, _ = x.shape
         if cache is None:  # a cache-less forward (full diffusion) runs against a scratch one
             cache = self.scratch
@@ -225,18 +235,33 @@ class StepBackend:
             c0 = c1
         return ends
 
+    def _embed_rows(self, input_ids: torch.Tensor) -> np.ndarray:
+        """Token embeddings (B, S, Hd) as float32 numpy, gathered from a numpy view of the
+        embedding table (a float32 copy for other dtypes, remade when the weights change):
+        the values `embed(...).float()` gives, without a torch op per forward."""
+        weight = self._embed_weight
+        key = (weight.data_ptr(), weight._version)
+        if self._table_key != key:
+            self._table = weight.detach().float().numpy()
+            self._table_key = key
+        return self._table[input_ids.numpy()]
+
     def run_whole(self, x, positions, mask, cache: KVCache, past: int, rows: np.ndarray):
         """One call of the dynamic graph for all S new tokens against the `past` cached
-        slots; returns the logits (B, R, V) of window rows `rows`."""
+        slots; returns the logits (B, R, V) of window rows `rows`. x (B, S, Hd): a tensor or
+        a float32 numpy array."""
         B, S = x.shape[0], x.shape[1]
         limit = getattr(self.executor, "rope_rows", 0)
-        if limit and (int(positions.min()) < 0 or int(positions.max()) >= limit):
+        pos = positions.numpy()
+        if limit and (int(pos.min()) < 0 or int(pos.max()) >= limit):
             raise ValueError(
-                f"{self.name}: positions {int(positions.min())}..{int(positions.max())} outside "
+                f"{self.name}: positions {int(pos.min())}..{int(pos.max())} outside "
                 f"the dynamic graph's RoPE table [0, {limit}); re-export with a larger max_len"
             )
+        if isinstance(x, torch.Tensor) and x.dtype != torch.float32:
+            x = x.float()
         logits, new_kv, new_raw = self.executor.step_cached(
-            x if x.dtype == torch.float32 else x.float(),
+            x,
             positions,
             mask,
             self.cache_views(cache, B, past),
@@ -254,7 +279,7 @@ class StepBackend:
         else:
             cache.kv[:, :, :B, :, past : past + S] = torch.from_numpy(new_kv.copy())
             cache.raw_keys[:, :B, :, past : past + S] = torch.from_numpy(new_raw.copy())
-        logits = torch.as_tensor(logits)
+        logits = torch.from_numpy(logits) if isinstance(logits, np.ndarray) else logits
         return logits if logits.dtype == self.dtype else logits.to(self.dtype)
 
     def _cache_np(self, cache: KVCache) -> tuple[np.ndarray, np.ndarray]:

@@ -142,7 +142,14 @@ class DecodeContext:
         return self.constraints is None or position not in self.constraints.grammar_at
 
     def restrict(self, logits: torch.Tensor) -> torch.Tensor:
-        """Logits (..., V) with the banned ids at -inf."""
+        """Logits (..., V) with the banned ids at -inf: in place where the model hands out
+        a new CPU array per call (`fresh_logits`, the ONNX Runtime step), else a copy."""
+        in_place = getattr(self.model, "fresh_logits", False) and logits.device.type == "cpu"
+        if self.banned_ids and in_place and logits.dtype in (torch.float32, torch.float64):
+            host = logits.numpy()
+            for token in self.banned_ids:  # a few ids: a basic-index write each
+                host[..., token] = -np.inf
+            return logits
         if self.banned_ids:
             banned = self._banned.get(logits.device)
             if banned is None:
@@ -163,7 +170,8 @@ class DecodeContext:
         """Logits (B, W', V) of the last W' = num_logits (default all W) slots of answer
         window [start, start + W) of ids (B, W), or of its slots `rows` (R,) ascending."""
         W = ids.shape[1]
-        positions = torch.arange(self.answer_start + start, self.answer_start + start + W)
+        first = self.answer_start + start
+        positions = torch.from_numpy(np.arange(first, first + W))  # (cheaper than torch's)
         mask = window_mask(W, self.cache.length, is_draft)
         self.stats.num_forwards += 1
         only = {} if rows is None else {"logit_rows": rows}

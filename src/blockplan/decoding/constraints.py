@@ -47,6 +47,7 @@ class AnswerConstraints:
     def __init__(self, static: np.ndarray, grammars: tuple[SlotGrammar, ...]) -> None:
         self.static = static
         self.static_tensor = torch.as_tensor(static)
+        self.static_banned = ~static  # (A, V): what the draft masks out, made once
         self._static_on: dict[torch.device, torch.Tensor] = {}
         self.grammar_at: dict[int, SlotGrammar] = {
             p: g for g in grammars for p in range(g.start, g.end)

@@ -103,7 +103,10 @@ class KVCache:
             raise KVCacheFullError(f"KVCache: {end} slots needed, max_len={self.max_len}")
         if self.batch_size != B:
             raise ValueError(f"KVCache: batch {B} given, {self.batch_size} rows active")
-        self.positions[:B, self.length : end] = positions
+        if positions.device.type == "cpu" and self.positions.device.type == "cpu":
+            self.positions.numpy()[:B, self.length : end] = positions.numpy()  # no torch op
+        else:
+            self.positions[:B, self.length : end] = positions
         self.num_pending = S
 
     def write(

@@ -116,9 +116,25 @@ def inverse_cdf(scaled: np.ndarray, u: np.ndarray) -> np.ndarray:
     [0, 1): the first id whose cumulative probability exceeds u (float64, -inf: never)."""
     cdf = np.cumsum(np.exp(scaled - scaled.max(axis=-1, keepdims=True)), axis=-1)
     threshold = u * cdf[..., -1]
+    if cdf.ndim == 1:  # one row: a binary search (cdf is non-decreasing), the same id
+        return np.minimum(np.searchsorted(cdf, threshold, side="right"), scaled.shape[-1] - 1)
     # searchsorted(cdf, threshold, side="right") for every row: cdf is non-decreasing
     ids = (cdf <= threshold[..., None]).sum(axis=-1)
     return np.minimum(ids, scaled.shape[-1] - 1)
+
+
+def inverse_cdf_among(scaled: np.ndarray, ids: np.ndarray, u: np.float64) -> int:
+    """`inverse_cdf` of scaled (V,) with every id outside `ids` (ascending) at -inf, by
+    `u`, computed on the allowed entries only: a disallowed id adds exp(-inf) = 0 to the
+    cumulative sum, so the partial sums at the allowed ids, the total and hence the id
+    drawn are bit for bit the full computation's (a digit slot allows ~10 of the ids)."""
+    V = scaled.shape[-1]
+    if len(ids) == 0:  # every id at -inf: the full computation's NaN cdf draws id 0
+        return int(inverse_cdf(np.full(V, -np.inf), u))
+    picked = scaled[ids]
+    cdf = np.cumsum(np.exp(picked - picked.max()))
+    k = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
+    return int(ids[k]) if k < len(ids) else V - 1  # none exceeds: the last id, as in full
 
 
 class SamplingPicker:
@@ -154,9 +170,9 @@ class SamplingPicker:
         if self.temperature == 0:
             return self._greedy.choose(row, index, allowed)
         scaled = self._greedy.row(row, index) / self.temperature  # (V,)
-        if allowed is not None:
-            scaled = np.where(allowed, scaled, -np.inf)
-        return int(inverse_cdf(scaled, np.float64(self._draw(row))))
+        if allowed is None:
+            return int(inverse_cdf(scaled, np.float64(self._draw(row))))
+        return inverse_cdf_among(scaled, np.flatnonzero(allowed), np.float64(self._draw(row)))
 
     def choose_rows(
         self, rows: list[int], index: int, allowed: np.ndarray | None = None

@@ -123,11 +123,11 @@ def draft_logits(
     predict its unknown slots, within each slot's static allowed set, and the window slots
     (R,) they were computed at (None: all W - 1, slot j predicting j + 1). None when the
     window holds no unknown slot."""
-    unknown = ~state.is_known[:, w:e]
+    unknown = ~state.known[:, w:e]  # (B, W) numpy: the bookkeeping stays off torch
     if not unknown.any():
         return None
     # Slot j predicts j + 1: the LM head runs only before unknown slots (all W-1: a slice).
-    slots = np.flatnonzero(unknown[:, 1:].numpy().any(axis=0))  # (R,)
+    slots = np.flatnonzero(unknown[:, 1:].any(axis=0))  # (R,)
     rows = None if len(slots) == e - w - 1 else torch.from_numpy(slots)
     window = state.tokens[:, w:e]  # (B, W), mask_id at unknown slots
     if rows is None:
@@ -136,6 +136,12 @@ def draft_logits(
         logits = ctx.forward(window, w, is_draft=True, rows=rows)  # (B, R, V)
     ctx.stats.num_spec_steps += 1
     if ctx.constraints is not None:
+        if logits.device.type == "cpu" and getattr(ctx.model, "fresh_logits", False):
+            # the forward's own new array: mask it in place, in numpy
+            banned = ctx.constraints.static_banned[w + 1 : e]  # (W-1, V)
+            banned = banned if rows is None else banned[slots]  # (R, V)
+            np.copyto(logits.numpy(), -np.inf, where=banned)  # broadcast over the rows B
+            return logits, rows
         allowed = ctx.constraints.static_on(logits.device)[w + 1 : e]  # (W-1, V)
         allowed = allowed if rows is None else allowed[rows.to(allowed.device)]  # (R, V)
         logits = logits.masked_fill(~allowed, float("-inf"))
@@ -143,14 +149,18 @@ def draft_logits(
 
 
 def place_draft(
-    state: AnswerState, w: int, e: int, drafted: torch.Tensor, rows: torch.Tensor | None
+    state: AnswerState,
+    w: int,
+    e: int,
+    drafted: torch.Tensor | np.ndarray,
+    rows: torch.Tensor | None,
 ) -> torch.Tensor:
     """The window (B, W) with the drafted ids (B, R), predicted at window slots `rows`,
     written one slot later at its unknown slots."""
-    window = state.tokens[:, w:e]
-    shifted = window.clone()  # (B, W)
-    shifted[:, 1:][:, slice(None) if rows is None else rows] = drafted
-    return torch.where(~state.is_known[:, w:e], shifted, window)
+    window = state.ids[:, w:e]  # numpy view of the answer
+    shifted = window.copy()  # (B, W)
+    shifted[:, 1:][:, slice(None) if rows is None else rows.numpy()] = np.asarray(drafted)
+    return torch.from_numpy(np.where(state.known[:, w:e], window, shifted))
 
 
 def draft_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> torch.Tensor:
@@ -160,6 +170,8 @@ def draft_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> to
     if drafted is None:
         return state.tokens[:, w:e]
     logits, rows = drafted
+    if logits.device.type == "cpu" and logits.dtype in (torch.float32, torch.float64):
+        return place_draft(state, w, e, logits.numpy().argmax(axis=-1), rows)
     return place_draft(state, w, e, logits.argmax(dim=-1).cpu(), rows)  # the answer: CPU
 
 
