@@ -366,6 +366,20 @@ def test_float64_planners_run_the_float32_graph_with_the_same_tokens():
         np.testing.assert_array_equal(got.result.tokens, want)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_planners_decode_on_onnxruntime_as_ar_greedy(dtype):
+    """A half-precision planner's onnxruntime twin gets its logits in the model dtype (numpy
+    holds no bfloat16): the engine's in-place numpy shortcuts must step aside, and every
+    strategy still decodes; greedy spec equals greedy AR on the same twin."""
+    config = with_backend(PlannerConfig(), "torch", 2).with_params({"model.dtype": dtype})
+    ort = ort_twin(Planner.random_init("test", config, seed=9))
+    obs = synthetic_observation(ort.config, 0)
+    want = ort.decode(obs, "ar").result.tokens
+    np.testing.assert_array_equal(ort.decode(obs, "scaffold_spec").result.tokens, want)
+    for strategy in STRATEGIES:
+        assert ort.decode(obs, strategy).result.tokens.shape[1] == want.shape[1]
+
+
 def test_a_position_outside_the_rope_table_is_a_clear_error(planners):
     """The dynamic graph rotates with a table of positions [0, rope_rows) (the sidecar's
     `dynamic.decoder.rope_rows`): a position outside it is refused by name, never read
