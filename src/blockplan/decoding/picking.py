@@ -116,7 +116,7 @@ def inverse_cdf(scaled: np.ndarray, u: np.ndarray) -> np.ndarray:
     [0, 1): the first id whose cumulative probability exceeds u (float64, -inf: never)."""
     cdf = np.cumsum(np.exp(scaled - scaled.max(axis=-1, keepdims=True)), axis=-1)
     threshold = u * cdf[..., -1]
-    if cdf.ndim == 1:  # one row: a binary search (cdf is non-decreasing), the same id
+    if cdf.ndim == 1 and np.isfinite(threshold):  # one row: a binary search, the same id
         return np.minimum(np.searchsorted(cdf, threshold, side="right"), scaled.shape[-1] - 1)
     # searchsorted(cdf, threshold, side="right") for every row: cdf is non-decreasing
     ids = (cdf <= threshold[..., None]).sum(axis=-1)
@@ -129,12 +129,17 @@ def inverse_cdf_among(scaled: np.ndarray, ids: np.ndarray, u: np.float64) -> int
     cumulative sum, so the partial sums at the allowed ids, the total and hence the id
     drawn are bit for bit the full computation's (a digit slot allows ~10 of the ids)."""
     V = scaled.shape[-1]
-    if len(ids) == 0:  # every id at -inf: the full computation's NaN cdf draws id 0
-        return int(inverse_cdf(np.full(V, -np.inf), u))
-    picked = scaled[ids]
-    cdf = np.cumsum(np.exp(picked - picked.max()))
-    k = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
-    return int(ids[k]) if k < len(ids) else V - 1  # none exceeds: the last id, as in full
+    if len(ids):
+        picked = scaled[ids]
+        cdf = np.cumsum(np.exp(picked - picked.max()))
+        threshold = u * cdf[-1]
+        if np.isfinite(threshold):
+            k = int(np.searchsorted(cdf, threshold, side="right"))
+            return int(ids[k]) if k < len(ids) else V - 1  # none exceeds: as the full rule
+    # no allowed id, or NaN / inf sums: the full row through the batched rule itself
+    full = np.full(V, -np.inf)
+    full[ids] = scaled[ids]
+    return int(inverse_cdf(full[None], np.asarray([u], dtype=np.float64))[0])
 
 
 class SamplingPicker:
