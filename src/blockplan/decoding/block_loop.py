@@ -141,11 +141,20 @@ class DecodeContext:
         slot without a grammar: its static set)."""
         return self.constraints is None or position not in self.constraints.grammar_at
 
+    def writable(self, logits: torch.Tensor) -> bool:
+        """Whether the forward's logits may be edited in place through numpy: the model
+        hands out a new CPU array per call (`fresh_logits`, the ONNX Runtime step) in a
+        dtype numpy holds (not bfloat16 / float16)."""
+        return (
+            getattr(self.model, "fresh_logits", False)
+            and logits.device.type == "cpu"
+            and logits.dtype in (torch.float32, torch.float64)
+        )
+
     def restrict(self, logits: torch.Tensor) -> torch.Tensor:
-        """Logits (..., V) with the banned ids at -inf: in place where the model hands out
-        a new CPU array per call (`fresh_logits`, the ONNX Runtime step), else a copy."""
-        in_place = getattr(self.model, "fresh_logits", False) and logits.device.type == "cpu"
-        if self.banned_ids and in_place and logits.dtype in (torch.float32, torch.float64):
+        """Logits (..., V) with the banned ids at -inf: in place where `writable`, else a
+        copy."""
+        if self.banned_ids and self.writable(logits):
             host = logits.numpy()
             for token in self.banned_ids:  # a few ids: a basic-index write each
                 host[..., token] = -np.inf

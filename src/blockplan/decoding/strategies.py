@@ -136,9 +136,7 @@ def draft_logits(
         logits = ctx.forward(window, w, is_draft=True, rows=rows)  # (B, R, V)
     ctx.stats.num_spec_steps += 1
     if ctx.constraints is not None:
-        fresh = getattr(ctx.model, "fresh_logits", False) and logits.device.type == "cpu"
-        if fresh and logits.dtype in (torch.float32, torch.float64):
-            # the forward's own new array: mask it in place, in numpy
+        if ctx.writable(logits):  # the forward's own new array: mask it in place, in numpy
             banned = ctx.constraints.static_banned[w + 1 : e]  # (W-1, V)
             banned = banned if rows is None else banned[slots]  # (R, V)
             np.copyto(logits.numpy(), -np.inf, where=banned)  # broadcast over the rows B
