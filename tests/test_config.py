@@ -216,3 +216,26 @@ def test_with_params_replaces_by_dotted_name_and_validates():
         base.with_params({"model.dtyp": "float64"})
     with pytest.raises(ConfigError, match="control.rate_hz"):
         base.with_params({"control.rate_hz": 0.0})
+
+
+def test_overrides_apply_to_a_config_and_name_a_bad_one():
+    from blockplan.config import with_overrides
+
+    config = PlannerConfig()
+    assert with_overrides(config, ()) is config
+    hot = with_overrides(config, ["rollouts.temperature=1.0", "rollouts.max_deviation_m=0"])
+    assert hot.rollouts.temperature == 1.0 and hot.rollouts.max_deviation_m == 0.0
+    assert hot.decoding == config.decoding  # nothing else moves
+    with pytest.raises(ConfigError, match="--set 'rollouts.temperature=-1'"):
+        with_overrides(config, ["rollouts.temperature=-1"])
+    with pytest.raises(ConfigError, match="expected NAME=VALUE"):
+        with_overrides(config, ["rollouts.temperature"])
+
+
+def test_eval_refuses_a_bad_override_before_loading_data(tmp_path, capsys):
+    from blockplan.cli import main
+
+    argv = ["eval", "--data", str(tmp_path / "none"), "--model", str(tmp_path / "none"),
+            "--json", str(tmp_path / "x.json"), "--set", "rollouts.temperature=hot"]  # fmt: skip
+    assert main(argv) == 2
+    assert "rollouts.temperature" in capsys.readouterr().err

@@ -703,17 +703,7 @@ def load_config(
     params = read_params_file(path, node_name)
     if overrides:
         flat = flatten_params(params)
-        for item in overrides:
-            name, sep, text = item.partition("=")
-            if not sep or not name.strip():
-                raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
-            try:
-                value = load_yaml(text)
-            except yaml.YAMLError as e:
-                raise ConfigError(f"--set {item!r}: {e}") from e
-            if isinstance(value, bool) and text.strip().lower() not in ("true", "false"):
-                value = text.strip()  # YAML 1.1 reads on / off / yes / no as booleans
-            flat[name.strip()] = value
+        flat.update(parse_override(item) for item in overrides)
         params = unflatten_params(flat)
     try:
         return config_from_params(params)
@@ -722,6 +712,32 @@ def load_config(
         if culprit is not None:
             raise ConfigError(f"--set {culprit!r}: {e}") from e
         raise ConfigError(f"{path}: {e}") from e
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """One `--set NAME=VALUE`: the dotted name and its YAML value."""
+    name, sep, text = item.partition("=")
+    if not sep or not name.strip():
+        raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
+    try:
+        value = load_yaml(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"--set {item!r}: {e}") from e
+    if isinstance(value, bool) and text.strip().lower() not in ("true", "false"):
+        value = text.strip()  # YAML 1.1 reads on / off / yes / no as booleans
+    return name.strip(), value
+
+
+def with_overrides(config: PlannerConfig, overrides: Sequence[str]) -> PlannerConfig:
+    """`config` with the CLIs' `--set NAME=VALUE` overrides applied, validated as in
+    `load_config` (a bad one is a ConfigError naming it)."""
+    if not overrides:
+        return config
+    try:
+        return config.with_params(dict(parse_override(item) for item in overrides))
+    except ConfigError as e:
+        culprit = _override_at_fault(overrides, str(e))
+        raise ConfigError(f"--set {culprit!r}: {e}" if culprit else str(e)) from e
 
 
 def _override_at_fault(overrides: Sequence[str], message: str) -> str | None:

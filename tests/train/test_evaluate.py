@@ -64,3 +64,16 @@ def test_eval_reports_every_method(recipe, dataset_dir, tmp_path):
     assert set(rows) == set(results)
     assert rows["model"][2] == f"{results['model']['ade_5s']:.2f}"
     assert rows["constant_velocity"][-1] == "-" and rows["model"][-1] == "0"
+
+
+def test_eval_overrides_reach_the_model_rows_but_not_their_strategy_or_n(recipe, tmp_path):
+    from blockplan.train.evaluate import _planner
+
+    torch.manual_seed(0)
+    model = PlannerModel(recipe.model_config)
+    folder = model.save_pretrained(tmp_path / "model", tokenizer_json=recipe.tokenizer.to_str())
+    overrides = ["rollouts.temperature=1.0", "rollouts.num_rollouts=9", "decoding.strategy=ar"]
+    planner = _planner(folder, "rollouts", 4, overrides)
+    assert planner.config.rollouts.temperature == 1.0
+    assert planner.config.rollouts.num_rollouts == 4  # --rollouts
+    assert planner.config.decoding.strategy == "rollouts"  # the row's own

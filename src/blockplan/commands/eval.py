@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from blockplan.config import add_set_argument
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="a `blockplan dataset` folder")
@@ -24,16 +26,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip the re-simulation behind the collision rate",
     )
     parser.add_argument("--num-threads", type=int, default=1, help="torch CPU threads (1)")
+    add_set_argument(parser)  # planner parameters of the model rows, e.g. rollouts.temperature
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from blockplan.config import ConfigError, PlannerConfig, with_overrides
     from blockplan.train.evaluate import evaluate, summary_lines
     from blockplan.train.examples import DataError
 
     torch.set_num_threads(args.num_threads)
     try:
+        with_overrides(PlannerConfig(), args.set)  # a bad --set fails before the data loads
         results = evaluate(
             args.data,
             args.model,
@@ -41,8 +46,9 @@ def run(args: argparse.Namespace) -> int:
             args.max_samples,
             args.rollouts,
             check_collisions=not args.no_collisions,
+            overrides=args.set,
         )
-    except (DataError, ValueError, OSError) as e:
+    except (ConfigError, DataError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)

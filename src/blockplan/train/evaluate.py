@@ -23,13 +23,20 @@ import dataclasses
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from blockplan.config import ComfortConfig, GateConfig, PlannerConfig, TrajectoryOutputConfig
+from blockplan.config import (
+    ComfortConfig,
+    GateConfig,
+    PlannerConfig,
+    TrajectoryOutputConfig,
+    with_overrides,
+)
 from blockplan.model.planner_model import PlannerModelConfig
 from blockplan.model.weights import read_config
 from blockplan.planner.parts import schema_from
@@ -148,8 +155,10 @@ class Tally:
         return out
 
 
-def _planner(folder: Path, strategy: str, num_rollouts: int) -> Planner:
-    base = PlannerConfig()
+def _planner(
+    folder: Path, strategy: str, num_rollouts: int, overrides: Sequence[str] = ()
+) -> Planner:
+    base = with_overrides(PlannerConfig(), overrides)
     recipe = recipe_of_folder(folder)
     cameras = tuple(c for c in base.cameras if c.name in recipe.model_config.camera_names)
     config = dataclasses.replace(
@@ -173,8 +182,11 @@ def evaluate(
     check_collisions: bool = True,
     progress: bool = True,
     mlp_steps: int = 2000,
+    overrides: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The four methods' metrics on `split` (every sample, or `max_samples` evenly spaced)."""
+    """The four methods' metrics on `split` (every sample, or `max_samples` evenly spaced).
+    `overrides`: `--set NAME=VALUE` planner parameters of the model rows (e.g.
+    `rollouts.temperature=1.0`); the strategies and N are the evaluation's own."""
     from blockplan.sim.dataset import load_shard, sample_answer, sample_observation
 
     data_dir, model_dir = Path(data_dir), Path(model_dir)
@@ -193,8 +205,8 @@ def evaluate(
     if max_samples is not None and max_samples < len(refs):
         keep = np.unique(np.linspace(0, len(refs) - 1, max_samples).round().astype(int))
     planners = {
-        "model": _planner(model_dir, "scaffold_spec", 1),
-        "rollouts_n4": _planner(model_dir, "rollouts", num_rollouts),
+        "model": _planner(model_dir, "scaffold_spec", 1, overrides),
+        "rollouts_n4": _planner(model_dir, "rollouts", num_rollouts, overrides),
     }
     baselines = {
         "constant_velocity": constant_velocity(test),
