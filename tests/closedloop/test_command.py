@@ -74,3 +74,32 @@ def test_set_overrides_reach_the_config(tmp_path, capsys):
     ]
     assert main(argv) == 1
     assert "decoding.strategy" in capsys.readouterr().err
+
+
+def test_the_ego_status_mlp_drives_fitted_on_the_data_set(tmp_path, capsys):
+    from blockplan.config import default_params_path, load_config
+    from tests.train.conftest import write_dataset
+
+    cameras = tuple(load_config(default_params_path()).camera_names)
+    data = write_dataset(tmp_path / "data", {"train": [0, 1, 2]}, cameras=cameras)
+    out = tmp_path / "cl.json"
+    argv = ["-q", "closed-loop", "--scenario", "merge", "--episodes", "1", "--seed", "3",
+            "--duration", "1.5", "--policies", "expert", "ego_mlp", "ego_mlp_lane_pose", "--model",
+            "constant-velocity", "--data", str(data), "--json", str(out), "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(out.read_text())
+    for policy in ("ego_mlp", "ego_mlp_lane_pose"):
+        assert set(doc[policy]) >= KEYS and doc[policy]["episodes"] == 1
+        assert doc[policy]["progress_m"] > 10.0
+    assert doc["run"]["ego_mlp_data"] == str(data)
+    printed = capsys.readouterr().out
+    assert "ego_mlp: collisions" in printed and "ego_mlp_lane_pose: collisions" in printed
+
+
+def test_the_ego_status_mlp_needs_a_data_set(tmp_path, capsys):
+    argv = ["closed-loop", "--policies", "ego_mlp", "--json", str(tmp_path / "x.json")]
+    assert main(argv) == 2
+    assert "--data" in capsys.readouterr().err
+    argv += ["--data", str(tmp_path / "none")]
+    assert main(argv) == 1
+    assert "error:" in capsys.readouterr().err

@@ -21,7 +21,9 @@ def recipe() -> Recipe:
     return Recipe.build("test", CAMERAS, NUM_FRAMES)
 
 
-def write_shard(path: Path, seed: int, num_samples: int = 4) -> None:
+def write_shard(
+    path: Path, seed: int, num_samples: int = 4, cameras: tuple[str, ...] = CAMERAS
+) -> None:
     """A shard with the arrays `blockplan dataset` writes, filled with a constant-speed ego."""
     rng = np.random.default_rng(seed)
     schema = default_schema()
@@ -42,7 +44,7 @@ def write_shard(path: Path, seed: int, num_samples: int = 4) -> None:
         future_t = 0.25 * np.arange(1, 21)
         future = np.stack([speed * future_t, np.zeros(20)], -1)
         row = {
-            "images": rng.integers(0, 255, (len(CAMERAS), NUM_FRAMES, 24, 32, 3), dtype=np.uint8),
+            "images": rng.integers(0, 255, (len(cameras), NUM_FRAMES, 24, 32, 3), dtype=np.uint8),
             "frame_stamps_ns": [int((t0 - 0.5) * 1e9), int(t0 * 1e9)],
             "stamp_ns": int(t0 * 1e9),
             "ego_history": ego_history_array(hist, int(t0 * 1e9), schema),
@@ -66,19 +68,24 @@ def write_shard(path: Path, seed: int, num_samples: int = 4) -> None:
     arrays["critical"] = arrays["critical"].astype(bool)
     arrays["longitudinal"] = arrays["longitudinal"].astype(np.uint8)
     arrays["lateral"] = arrays["lateral"].astype(np.uint8)
-    arrays["camera_names"] = np.asarray(CAMERAS)
+    arrays["camera_names"] = np.asarray(cameras)
     arrays["scenario"] = np.asarray("highway")
     arrays["seed"] = np.asarray(seed)
     np.savez_compressed(path, **arrays)
 
 
-def write_dataset(root: Path, splits: dict[str, list[int]], num_samples: int = 4) -> Path:
+def write_dataset(
+    root: Path,
+    splits: dict[str, list[int]],
+    num_samples: int = 4,
+    cameras: tuple[str, ...] = CAMERAS,
+) -> Path:
     episodes = []
     for split, seeds in splits.items():
         (root / split).mkdir(parents=True, exist_ok=True)
         for seed in seeds:
             shard = root / split / f"highway-{seed:06d}.npz"
-            write_shard(shard, seed, num_samples)
+            write_shard(shard, seed, num_samples, cameras)
             episodes.append(
                 {
                     "scenario": "highway",

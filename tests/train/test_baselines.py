@@ -1,7 +1,11 @@
-import numpy as np
+import dataclasses
 
-from blockplan.train.baselines import EgoMLP, constant_velocity
-from blockplan.train.examples import load_shards
+import numpy as np
+import pytest
+
+from blockplan.sim.dataset import load_shard, sample_observation
+from blockplan.train.baselines import EgoMLP, EgoMLPPlanner, constant_velocity
+from blockplan.train.examples import load_shards, read_manifest
 
 
 def test_constant_velocity_is_exact_for_constant_speed(recipe, dataset_dir):
@@ -30,3 +34,59 @@ def test_the_lane_pose_mlp_reads_the_pose_and_a_known_flag(recipe, dataset_dir):
     assert list(ego_features(data, len(recipe.schema.route_commands), True)[0, -3:]) == [0, 0, 0]
     mlp = EgoMLP.fit(data, len(recipe.schema.route_commands), hidden=8, steps=5, lane_pose=True)
     assert mlp.predict(data).shape == (len(data), 5, 2)
+
+
+@pytest.mark.parametrize("lane_pose", [False, True])
+def test_the_ego_mlp_planner_plans_what_the_fitted_mlp_predicts_for_each_sample(
+    recipe, dataset_dir, lane_pose
+):
+    """Train/serve parity of the closed-loop baseline: the runtime observation of a data set
+    sample goes through the same history rows, lane pose and features as the sample in
+    training."""
+    planner = EgoMLPPlanner.fit(dataset_dir, recipe, steps=50, lane_pose=lane_pose)
+    assert planner.reads_lane_pose == lane_pose
+    test = load_shards(dataset_dir, "test", recipe, with_images=False)
+    expected = planner.mlp.predict(test)  # (N, 5, 2), the open-loop path
+    entries = [e for e in read_manifest(dataset_dir)["episodes"] if e["split"] == "test"]
+    got = []
+    for entry in entries:
+        shard = load_shard(dataset_dir / entry["shard"])
+        for i in range(entry["num_samples"]):
+            observation = sample_observation(shard, i)
+            plan = planner.plan(observation)
+            assert plan.stamp_ns == observation.stamp_ns
+            np.testing.assert_array_equal(plan.rollouts[0], plan.answer.waypoints)
+            got.append(plan.answer.waypoints)
+    # the training examples hold the lane pose as float32, an observation as float64
+    np.testing.assert_allclose(np.stack(got), expected, rtol=0, atol=1e-6 if lane_pose else 1e-9)
+    # the plan is the history's: a slower ego's history gives another plan
+    first = sample_observation(load_shard(dataset_dir / entries[0]["shard"]), 0)
+    slower = [dataclasses.replace(s, x=s.x * 0.5, v_x=s.v_x * 0.5) for s in first.ego_history]
+    other = planner.plan(dataclasses.replace(first, ego_history=tuple(slower)))
+    assert np.abs(other.answer.waypoints - got[0]).max() > 0.1
+
+
+def test_the_ego_mlp_planner_refuses_what_it_was_not_fitted_on(recipe, dataset_dir):
+    planner = EgoMLPPlanner.fit(dataset_dir, recipe, steps=5)
+    entry = read_manifest(dataset_dir)["episodes"][0]
+    observation = sample_observation(load_shard(dataset_dir / entry["shard"]), 0)
+    with pytest.raises(ValueError, match="route command 'fly'"):
+        planner.plan(dataclasses.replace(observation, route_command="fly"))
+
+
+def test_the_lane_pose_mlp_planner_plans_without_a_lane_pose_as_a_sample_without_one(
+    recipe, dataset_dir
+):
+    planner = EgoMLPPlanner.fit(dataset_dir, recipe, steps=20, lane_pose=True)
+    entry = read_manifest(dataset_dir)["episodes"][0]
+    observation = sample_observation(load_shard(dataset_dir / entry["shard"]), 1)
+    assert observation.lane_pose is not None
+    without = dataclasses.replace(observation, lane_pose=None)  # none recent enough
+    features = planner.features(without)
+    assert list(features[0, -3:]) == [0.0, 0.0, 0.0]  # zeros and the known flag down
+    assert (
+        np.abs(
+            planner.plan(without).answer.waypoints - planner.plan(observation).answer.waypoints
+        ).max()
+        > 0
+    )

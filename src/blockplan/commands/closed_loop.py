@@ -1,5 +1,7 @@
 """`blockplan closed-loop`: the planner drives the ego in highway-env; the model, the IDM
-expert and the constant-velocity baseline on the same seeds. With `--embodiment robot`: the
+expert and the constant-velocity baseline on the same seeds (and the ego-status MLP, fitted on
+`--data`, with `--policies ... ego_mlp`, and the one that also reads the lane pose,
+`ego_mlp_lane_pose`). With `--embodiment robot`: the
 robot policy on a Meta-World task through `RobotRuntime`, next to the scripted expert and the
 blind (proprioception-only) baseline (closedloop/robot.py)."""
 
@@ -13,7 +15,9 @@ from pathlib import Path
 
 from blockplan.config import add_set_argument
 
-POLICIES = ("model", "expert", "constant_velocity")
+MLP_POLICIES = ("ego_mlp", "ego_mlp_lane_pose")  # fitted on --data
+POLICIES = ("model", "expert", "constant_velocity", *MLP_POLICIES)
+DEFAULT_POLICIES = ("model", "expert", "constant_velocity")
 ROBOT_POLICIES = ("model", "expert", "blind")
 DEFAULT_ROBOT_MODEL = "models/blockplan-robot-tiny"
 
@@ -43,14 +47,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--policies",
         nargs="+",
         choices=sorted({*POLICIES, *ROBOT_POLICIES}),
-        help="which policies to run (default: all three: model expert constant_velocity; "
-        "robot: model expert blind)",
+        help="which policies to run (default: model expert constant_velocity; robot: model "
+        "expert blind); ego_mlp: the ego-status MLP fitted on --data; ego_mlp_lane_pose: "
+        "the same MLP with the lane pose as an input too",
     )
+    parser.add_argument("--data", help="the data set a baseline is fitted on (its train split): "
+                        "a `blockplan dataset` folder for the ego_mlp policies, a robot data set "
+                        "for the blind one; required for those")  # fmt: skip
     robot = parser.add_argument_group("robot (--embodiment robot)")
     robot.add_argument("--task", default="reach", help="Meta-World task: reach, push, pick-place")
-    robot.add_argument("--data", help="robot data set the blind baseline trains on (its train "
-                       "split; default: the model card's data set is not assumed, so required "
-                       "for the blind policy)")  # fmt: skip
     robot.add_argument("--max-steps", type=int, default=150, help="control steps per episode")
     robot.add_argument("--render-every", type=int, default=4,
                        help="render the cameras every k-th control step (4: 20 Hz)")  # fmt: skip
@@ -72,13 +77,34 @@ def _default_model(config) -> str:
     return config.model.dir
 
 
+def _ego_mlp(data: str, model: str, config, lane_pose: bool):
+    """The ego-status MLP (with `lane_pose`, the one that reads the lane pose too) fitted on
+    `data`'s train split, with the history rows of `model`'s recipe where it is a folder (as
+    `blockplan eval` fits it), else the default schema's."""
+    from blockplan.planner.loading import ModelLoadError, resolve_model_dir
+    from blockplan.train.baselines import EgoMLPPlanner
+    from blockplan.train.evaluate import recipe_of_folder
+    from blockplan.train.recipe import Recipe
+
+    try:
+        recipe = recipe_of_folder(resolve_model_dir(model, "--model"))
+    except ModelLoadError:  # a baseline or random-init: the schema the data set records
+        recipe = Recipe.build("tiny", tuple(config.camera_names), config.frame_window.num_frames)
+    return EgoMLPPlanner.fit(data, recipe, lane_pose=lane_pose)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.embodiment == "robot":
         return run_robot(args)
-    args.policies = args.policies or list(POLICIES)
+    args.policies = args.policies or list(DEFAULT_POLICIES)
     bad = [p for p in args.policies if p not in POLICIES]
     if bad:
         print(f"error: --policies {bad[0]}: a vehicle policy is one of {list(POLICIES)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    mlps = [p for p in args.policies if p in MLP_POLICIES]
+    if mlps and not args.data:
+        print(f"error: the {mlps[0]} policy is fitted on --data (a `blockplan dataset` folder)",
               file=sys.stderr)  # fmt: skip
         return 2
     from tqdm import tqdm
@@ -100,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
             planners["model"] = load_model(model, config, where="--model", require_manifest=False)
         if "constant_velocity" in args.policies:
             planners["constant_velocity"] = load_model("constant-velocity", config)
+        for name in mlps:
+            planners[name] = _ego_mlp(args.data, model, config, name == "ego_mlp_lane_pose")
         rig = load_rig(args.rig)
         scenario = get_scenario(args.scenario)
         specs = [
@@ -127,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         "seeds": [s.seed for s in specs if s.seed not in evaluation.skipped_seeds],
         "skipped_seeds_expert_crashed_in_warmup": evaluation.skipped_seeds,
         "model": model if "model" in args.policies else None,
+        "ego_mlp_data": args.data if mlps else None,
         "decoding": config.decoding.strategy,
         "duration_s": args.duration,
         "replan_period_s": args.replan_period,

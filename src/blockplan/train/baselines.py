@@ -5,6 +5,10 @@
   five waypoints, fitted on the training split — known to be strong open loop, the bar;
   with `lane_pose`, it also reads the lane pose at t0 (what a model trained with
   `--ego-lane-pose` gets besides the images), the fair bar for such a model.
+
+`EgoMLPPlanner` drives with the ego-status MLP in closed loop (`blockplan closed-loop
+--policies ego_mlp --data DATA`): the runtime's observation goes through the same history
+rows and features as a data set sample, so the open-loop bar can be driven too.
 """
 
 from __future__ import annotations
@@ -12,13 +16,25 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
+from blockplan.schema import ego_history_array
+from blockplan.schema.spec import DrivingSchema
 from blockplan.train.examples import Examples
+from blockplan.train.recipe import Recipe
 from blockplan.trajectory.upsample import WAYPOINT_TIMES_S
+from blockplan.types import (
+    CRITICAL_OBJECT_KEYS,
+    DrivingAnswer,
+    Lateral,
+    Longitudinal,
+    Observation,
+    Plan,
+)
 
 WAYPOINT_INDEX = np.arange(3, 20, 4)  # t = 1..5 s in the 4 Hz future
 
@@ -42,12 +58,21 @@ def constant_velocity(data: Examples) -> np.ndarray:
 def ego_features(data: Examples, num_commands: int, lane_pose: bool = False) -> np.ndarray:
     """(N, F): the flattened ego history and a one-hot route command; with `lane_pose`, the
     lane pose too (zeros where unknown) and a known flag."""
-    history = data.ego_history.reshape(len(data), -1)
-    command = np.eye(num_commands)[data.command]
-    parts = [history, command]
-    if lane_pose:
-        known = np.isfinite(data.lane_pose).all(axis=1, keepdims=True)
-        parts += [np.where(known, data.lane_pose, 0.0), known.astype(np.float64)]
+    pose = data.lane_pose if lane_pose else None
+    return ego_feature_rows(data.ego_history, data.command, num_commands, pose)
+
+
+def ego_feature_rows(
+    history: np.ndarray,  # (N, num_history, 6) ego history rows (`ego_history_array`)
+    command: np.ndarray,  # (N,) route command indices
+    num_commands: int,
+    lane_pose: np.ndarray | None = None,  # (N, 2), NaN where unknown
+) -> np.ndarray:
+    """`ego_features` of arrays: what a data set sample and a runtime observation share."""
+    parts = [history.reshape(len(history), -1), np.eye(num_commands)[command]]
+    if lane_pose is not None:
+        known = np.isfinite(lane_pose).all(axis=1, keepdims=True)
+        parts += [np.where(known, lane_pose, 0.0), known.astype(np.float64)]
     return np.concatenate(parts, axis=-1)
 
 
@@ -95,10 +120,71 @@ class EgoMLP:
                 opt.step()
         return cls(net.eval(), mean, std, num_commands, lane_pose)
 
-    @torch.no_grad()
     def predict(self, data: Examples) -> np.ndarray:
         """(N, 5, 2) waypoints."""
-        x = ego_features(data, self.num_commands, self.lane_pose)
+        return self.predict_features(ego_features(data, self.num_commands, self.lane_pose))
+
+    @torch.no_grad()
+    def predict_features(self, x: np.ndarray) -> np.ndarray:
+        """(N, 5, 2) waypoints of (N, F) unstandardised features (`ego_feature_rows`)."""
         x = torch.from_numpy((x - self.mean) / self.std)
         with single_thread():
-            return self.net(x).numpy().reshape(len(data), 5, 2)
+            return self.net(x).numpy().reshape(len(x), 5, 2)
+
+
+class EgoMLPPlanner:
+    """The ego-status MLP as a runtime planner (`RuntimePlanner`): each plan is the MLP's five
+    waypoints from the observation's ego history (resampled as the data set does, to
+    `schema.num_history` rows `history_period_s` apart) and route command. It never sees the
+    cameras; in closed loop it shows what the open-loop bar does when its own driving makes
+    the history."""
+
+    def __init__(self, mlp: EgoMLP, schema: DrivingSchema) -> None:
+        self.mlp, self.schema = mlp, schema  # `schema`: the runtime keeps its history span
+        # the lane-pose MLP reads /localization/lane_pose as a model trained with
+        # `--ego-lane-pose` does (the runtime hands it over only to planners that read it)
+        self.reads_lane_pose = mlp.lane_pose
+
+    @classmethod
+    def fit(
+        cls, data_dir: str | Path, recipe: Recipe, steps: int = 2000, lane_pose: bool = False
+    ) -> EgoMLPPlanner:
+        """Fitted on the train split of a `blockplan dataset` folder, with `recipe`'s history
+        rows (the model's: `blockplan eval` fits the same MLPs for its `ego_mlp` and
+        `ego_mlp_lane_pose` rows)."""
+        from blockplan.train.examples import load_shards
+
+        train = load_shards(data_dir, "train", recipe, with_images=False)
+        num_commands = len(recipe.schema.route_commands)
+        mlp = EgoMLP.fit(train, num_commands, steps=steps, lane_pose=lane_pose)
+        return cls(mlp, recipe.schema)
+
+    def features(self, observation: Observation) -> np.ndarray:
+        """(1, F): the MLP's input for `observation` (`ego_feature_rows` of one sample)."""
+        schema = self.schema
+        history = ego_history_array(observation.ego_history, observation.stamp_ns, schema)
+        command = observation.route_command
+        if command not in schema.route_commands:
+            raise ValueError(
+                f"route command {command!r}: the MLP knows {list(schema.route_commands)}"
+            )
+        index = np.array([schema.route_commands.index(command)])
+        pose = None
+        if self.mlp.lane_pose:  # unknown (none recent enough): NaN, as in a data set sample
+            pose = np.array([observation.lane_pose or (np.nan, np.nan)], dtype=np.float64)
+        return ego_feature_rows(history[None], index, self.mlp.num_commands, pose)
+
+    def plan(self, observation: Observation) -> Plan:
+        waypoints = self.mlp.predict_features(self.features(observation))[0]  # (5, 2)
+        answer = DrivingAnswer(
+            critical_objects=dict.fromkeys(CRITICAL_OBJECT_KEYS, False),
+            explanation="ego-status MLP baseline"
+            + (" (lane pose)" if self.reads_lane_pose else ""),
+            longitudinal=Longitudinal.KEEP,
+            lateral=Lateral.LANE_FOLLOW,
+            waypoints=waypoints,
+        )
+        return Plan(stamp_ns=observation.stamp_ns, answer=answer, rollouts=waypoints[None])
+
+    def reset(self) -> None:
+        """Nothing to forget: every plan depends on its observation only."""
