@@ -1,9 +1,8 @@
 """`blockplan closed-loop`: the planner drives the ego in highway-env; the model, the IDM
-expert and the constant-velocity baseline on the same seeds (and the ego-status MLP, fitted on
-`--data`, with `--policies ... ego_mlp`, and the one that also reads the lane pose,
-`ego_mlp_lane_pose`). With `--embodiment robot`: the
-robot policy on a Meta-World task through `RobotRuntime`, next to the scripted expert and the
-blind (proprioception-only) baseline (closedloop/robot.py)."""
+expert and the constant-velocity baseline on the same seeds, and on request the ego-status
+MLPs fitted on `--data` (`ego_mlp`, and `ego_mlp_lane_pose`, which also reads the lane pose).
+With `--embodiment robot`: the robot policy on a Meta-World task through `RobotRuntime`, next
+to the scripted expert and the blind (proprioception-only) baseline (closedloop/robot.py)."""
 
 from __future__ import annotations
 
