@@ -59,18 +59,33 @@ class ConstantVelocityPlanner:
         if not observation.ego_history:
             raise ValueError("ConstantVelocityPlanner: the observation has no ego state")
         state = KinematicState.from_ego_state(observation.ego_history[-1])
-        waypoints = constant_velocity_waypoints(state)  # (5, 2)
-        answer = DrivingAnswer(
-            critical_objects=dict.fromkeys(CRITICAL_OBJECT_KEYS, False),
-            explanation=f"constant velocity baseline at {state.v:.2f} m/s",
-            longitudinal=Longitudinal.KEEP if state.v > 0 else Longitudinal.STOP,
-            lateral=Lateral.LANE_FOLLOW,
-            waypoints=waypoints,
+        return baseline_plan(
+            observation.stamp_ns,
+            constant_velocity_waypoints(state),  # (5, 2)
+            f"constant velocity baseline at {state.v:.2f} m/s",
+            Longitudinal.KEEP if state.v > 0 else Longitudinal.STOP,
         )
-        return Plan(stamp_ns=observation.stamp_ns, answer=answer, rollouts=waypoints[None])
 
     def reset(self) -> None:
         """Nothing to forget: every plan depends on its observation only."""
+
+
+def baseline_plan(
+    stamp_ns: int,
+    waypoints: np.ndarray,
+    explanation: str,
+    longitudinal: Longitudinal = Longitudinal.KEEP,
+) -> Plan:
+    """The plan of a baseline that only makes waypoints (5, 2): no critical objects, lane
+    follow, the waypoints as its single rollout."""
+    answer = DrivingAnswer(
+        critical_objects=dict.fromkeys(CRITICAL_OBJECT_KEYS, False),
+        explanation=explanation,
+        longitudinal=longitudinal,
+        lateral=Lateral.LANE_FOLLOW,
+        waypoints=waypoints,
+    )
+    return Plan(stamp_ns=stamp_ns, answer=answer, rollouts=waypoints[None])
 
 
 def plan_rollouts(plan: Plan) -> np.ndarray:

@@ -22,19 +22,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from blockplan.runtime.planner import baseline_plan
 from blockplan.schema import ego_history_array
 from blockplan.schema.spec import DrivingSchema
 from blockplan.train.examples import Examples
 from blockplan.train.recipe import Recipe
 from blockplan.trajectory.upsample import WAYPOINT_TIMES_S
-from blockplan.types import (
-    CRITICAL_OBJECT_KEYS,
-    DrivingAnswer,
-    Lateral,
-    Longitudinal,
-    Observation,
-    Plan,
-)
+from blockplan.types import Observation, Plan
 
 WAYPOINT_INDEX = np.arange(3, 20, 4)  # t = 1..5 s in the 4 Hz future
 
@@ -176,15 +170,8 @@ class EgoMLPPlanner:
 
     def plan(self, observation: Observation) -> Plan:
         waypoints = self.mlp.predict_features(self.features(observation))[0]  # (5, 2)
-        answer = DrivingAnswer(
-            critical_objects=dict.fromkeys(CRITICAL_OBJECT_KEYS, False),
-            explanation="ego-status MLP baseline"
-            + (" (lane pose)" if self.reads_lane_pose else ""),
-            longitudinal=Longitudinal.KEEP,
-            lateral=Lateral.LANE_FOLLOW,
-            waypoints=waypoints,
-        )
-        return Plan(stamp_ns=observation.stamp_ns, answer=answer, rollouts=waypoints[None])
+        lane = " (lane pose)" if self.reads_lane_pose else ""
+        return baseline_plan(observation.stamp_ns, waypoints, f"ego-status MLP baseline{lane}")
 
     def reset(self) -> None:
         """Nothing to forget: every plan depends on its observation only."""
