@@ -77,3 +77,10 @@ def test_eval_overrides_reach_the_model_rows_but_not_their_strategy_or_n(recipe,
     assert planner.config.rollouts.temperature == 1.0
     assert planner.config.rollouts.num_rollouts == 4  # --rollouts
     assert planner.config.decoding.strategy == "rollouts"  # the row's own
+
+
+def test_the_summary_names_the_rollout_count_it_ran():
+    row = {"ade_3s": 1.0, "ade_5s": 2.0, "gate_pass_rate": 1.0, "num_samples": 3}
+    results = {"model": row, "rollouts_n4": {**row, "num_rollouts": 16}}
+    names = [line.split()[0] for line in summary_lines(results)[2:-1]]
+    assert names == ["model", "rollouts_n16"]

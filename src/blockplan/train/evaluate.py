@@ -263,7 +263,10 @@ def evaluate(
             tallies[method].add_trajectory(
                 upsample(wp), gt_xy, t0, world, published(wp[None]), scenario
             )
-    return {m: tallies[m].result(with_answers=m in planners) for m in METHODS + EXTRA}
+    results = {m: tallies[m].result(with_answers=m in planners) for m in METHODS + EXTRA}
+    for name in ("rollouts_n4", "rollouts_n4_plain_mean"):  # the keys keep their name
+        results[name]["num_rollouts"] = num_rollouts
+    return results
 
 
 def _world(cache: dict, entry: dict, duration: float | None, t0: float, gt_xy: np.ndarray):
@@ -293,6 +296,8 @@ def summary_lines(results: dict[str, dict[str, Any]]) -> list[str]:
     head = f"{'method':<24}{'ADE@3s':>8}{'ADE@5s':>8}" + "".join(f"{s[:12]:>13}" for s in scenarios)
     lines = [head + f"{'gates':>8}{'parse':>7}", f"{'':<40}" + "ADE@5s per scenario (m)"]
     for name, r in results.items():
+        if "num_rollouts" in r:  # `--rollouts N`: the row says its N
+            name = name.replace("_n4", f"_n{r['num_rollouts']}")
         per = r.get("ade_5s_by_scenario", {})
         cells = "".join(f"{per[s]:>13.2f}" if s in per else f"{'-':>13}" for s in scenarios)
         parse = r.get("parse_failures")
