@@ -76,20 +76,27 @@ def _default_model(config) -> str:
     return config.model.dir
 
 
-def _ego_mlp(data: str, model: str, config, lane_pose: bool):
-    """The ego-status MLP (with `lane_pose`, the one that reads the lane pose too) fitted on
-    `data`'s train split, with the history rows of `model`'s recipe where it is a folder (as
-    `blockplan eval` fits it), else the default schema's."""
+def _ego_mlps(data: str, model: str, config, names: list[str]) -> dict:
+    """The ego-status MLPs `names` (`ego_mlp_lane_pose` also reads the lane pose) fitted on
+    `data`'s train split, loaded once, with the history rows of `model`'s recipe where it is
+    a folder (as `blockplan eval` fits them), else the default schema's."""
     from blockplan.planner.loading import ModelLoadError, resolve_model_dir
     from blockplan.train.baselines import EgoMLPPlanner
     from blockplan.train.evaluate import recipe_of_folder
+    from blockplan.train.examples import load_shards
     from blockplan.train.recipe import Recipe
 
     try:
         recipe = recipe_of_folder(resolve_model_dir(model, "--model"))
     except ModelLoadError:  # a baseline or random-init: the schema the data set records
         recipe = Recipe.build("tiny", tuple(config.camera_names), config.frame_window.num_frames)
-    return EgoMLPPlanner.fit(data, recipe, lane_pose=lane_pose)
+    train = load_shards(data, "train", recipe, with_images=False)
+    return {
+        name: EgoMLPPlanner.fit_examples(
+            train, recipe.schema, lane_pose=name == "ego_mlp_lane_pose"
+        )
+        for name in names
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
             planners["model"] = load_model(model, config, where="--model", require_manifest=False)
         if "constant_velocity" in args.policies:
             planners["constant_velocity"] = load_model("constant-velocity", config)
-        for name in mlps:
-            planners[name] = _ego_mlp(args.data, model, config, name == "ego_mlp_lane_pose")
+        if mlps:
+            planners.update(_ego_mlps(args.data, model, config, mlps))
         rig = load_rig(args.rig)
         scenario = get_scenario(args.scenario)
         specs = [

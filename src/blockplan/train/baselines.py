@@ -149,9 +149,15 @@ class EgoMLPPlanner:
         from blockplan.train.examples import load_shards
 
         train = load_shards(data_dir, "train", recipe, with_images=False)
-        num_commands = len(recipe.schema.route_commands)
-        mlp = EgoMLP.fit(train, num_commands, steps=steps, lane_pose=lane_pose)
-        return cls(mlp, recipe.schema)
+        return cls.fit_examples(train, recipe.schema, steps, lane_pose)
+
+    @classmethod
+    def fit_examples(
+        cls, train: Examples, schema: DrivingSchema, steps: int = 2000, lane_pose: bool = False
+    ) -> EgoMLPPlanner:
+        """Fitted on already-loaded examples (encoded with `schema`'s history rows)."""
+        mlp = EgoMLP.fit(train, len(schema.route_commands), steps=steps, lane_pose=lane_pose)
+        return cls(mlp, schema)
 
     def features(self, observation: Observation) -> np.ndarray:
         """(1, F): the MLP's input for `observation` (`ego_feature_rows` of one sample)."""
