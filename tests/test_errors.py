@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import re
 import shutil
 from pathlib import Path
@@ -113,3 +114,53 @@ def test_every_command_shares_the_error_path(capsys, error, status, text) -> Non
 def test_a_bug_keeps_its_traceback() -> None:
     with pytest.raises(ZeroDivisionError):
         run_command(_Raises(ZeroDivisionError()), argparse.Namespace())
+
+
+# ---------------------------------------------------------------- report files (--json)
+
+
+def test_a_report_path_is_refused_before_the_command_runs(tmp_path, capsys) -> None:
+    """`--json PATH` that could not take the file fails before the work, not after it."""
+    blocker = tmp_path / "a.log"
+    blocker.write_text("x")
+    ran = _Raises(AssertionError("the command ran before its --json path was checked"))
+    cases = {
+        str(tmp_path): "is a folder",
+        str(blocker / "m.json"): f"cannot create it: {blocker} is a file",
+        str(blocker / "deeper" / "m.json"): f"cannot create it: {blocker} is a file",
+    }
+    for path, text in cases.items():
+        assert run_command(ran, argparse.Namespace(json=path)) == 1
+        err = capsys.readouterr().err
+        assert f"error: --json {path}" in err and text in err and "Traceback" not in err
+
+
+def test_a_report_path_under_new_folders_is_fine_and_made_only_when_written(tmp_path) -> None:
+    from blockplan.commands.outputs import check_output_file, write_json_file
+
+    path = tmp_path / "new" / "deeper" / "m.json"
+    assert check_output_file(path) == path and not (tmp_path / "new").exists()
+    write_json_file(path, {"a": 1})
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert check_output_file(path) == path  # an existing report is overwritten
+
+
+def test_a_switch_named_json_is_not_a_path(capsys) -> None:
+    class Runs:
+        def run(self, args: argparse.Namespace) -> int:
+            return 0
+
+    assert run_command(Runs(), argparse.Namespace(json=True)) == 0  # config/schema --json
+
+
+def test_eval_refuses_zero_samples_before_loading_anything(tmp_path, capsys) -> None:
+    args = ["eval", "--data", str(tmp_path / "none"), "--model", "models/blockplan-tiny"]
+    assert main([*args, "--json", str(tmp_path / "o.json"), "--max-samples", "0"]) == 2
+    assert "--max-samples=0 must be >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_an_unknown_preset_lists_every_preset(capsys) -> None:
+    assert main(["bench", "--random-init", "huge", "--iters", "1", "--no-hf"]) == 1
+    err = capsys.readouterr().err
+    assert "preset 'huge'" in err and "robot-tiny" in err and "qwen2.5-vl-3b" in err

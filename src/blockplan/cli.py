@@ -114,6 +114,7 @@ def run_command(module: object, args: argparse.Namespace) -> int:
     `OSError` (a full disk, a read-only folder) is one line and exit status 1 (`-v` logs the
     traceback); Ctrl-C is one line and 130, the shells' status for SIGINT."""
     try:
+        check_report_path(args)
         return int(module.run(args) or 0)  # type: ignore[attr-defined]
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
@@ -122,6 +123,17 @@ def run_command(module: object, args: argparse.Namespace) -> int:
         log.debug("the error in full:", exc_info=True)
         print(f"error: {error_line(e)}", file=sys.stderr)
         return 1
+
+
+def check_report_path(args: argparse.Namespace) -> None:
+    """A command's report file (`--json PATH`; `config` and `schema` use `--json` as a switch)
+    is checked before the command runs: a path that cannot take it fails now, not after an
+    evaluation or a hundred episodes."""
+    path = getattr(args, "json", None)
+    if isinstance(path, str):
+        from blockplan.commands.outputs import check_output_file
+
+        check_output_file(path)
 
 
 def error_line(error: BaseException) -> str:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import logging
 import sys
 from pathlib import Path
 
 import torch
 
+from blockplan.commands.outputs import print_report
 from blockplan.config import (
     BACKENDS,
     STRATEGIES,
@@ -197,10 +197,7 @@ def run(args: argparse.Namespace) -> int:
         report["graphs"] = planner.runner.report()
     if args.model:  # what the loader found: sha256-verified, or unverified (no manifest)
         report["model"]["weights"] = planner.weights
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    print_report(report, args.json)
     return 0
 
 
@@ -247,10 +244,7 @@ def _compare_backends(planner, backends, strategies, args, source: str) -> int:
         planners, strategies, args.iters, args.warmup, args.seed, progress=log.info
     )
     report["model"] = {"source": source, **report["model"]}
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    print_report(report, args.json)
     return 0
 
 
@@ -279,10 +273,7 @@ def _compare_graphs(planner, strategies, args, source: str) -> int:
         progress=log.info,
     )
     report["model"] = {"source": source, **report["model"]}
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    print_report(report, args.json)
     return 0
 
 

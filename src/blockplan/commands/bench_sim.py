@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from blockplan.commands.outputs import print_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,9 +29,5 @@ def run(args: argparse.Namespace) -> int:
     if args.seconds <= 0 or args.frames < 1:
         print("error: --seconds must be > 0 and --frames >= 1", file=sys.stderr)
         return 2
-    text = json.dumps(sim_report(args.scenario, args.seconds, args.frames), indent=2)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
+    print_report(sim_report(args.scenario, args.seconds, args.frames), args.json)
     return 0

@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from blockplan.commands.outputs import print_report
 from blockplan.config import PlannerConfig
 from blockplan.model.config import ModelConfigError
 
@@ -91,10 +92,7 @@ def run_streaming(args: argparse.Namespace, config: PlannerConfig) -> int:
     report = run_streaming_bench(planner, args.ticks, args.plans, image_size=(height, width))
     report["streaming"]["model"] = source
     report["streaming"]["dtype"] = config.model.dtype
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    print_report(report, args.json)
     return 0
 
 

@@ -7,11 +7,10 @@ to the scripted expert and the blind (proprioception-only) baseline (closedloop/
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from pathlib import Path
 
+from blockplan.commands.outputs import write_json_file
 from blockplan.config import add_set_argument
 
 MLP_POLICIES = ("ego_mlp", "ego_mlp_lane_pose")  # fitted on --data
@@ -141,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             for k in range(args.episodes)
         ]
     except (ConfigError, ModelLoadError, ScenarioError, ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_flag_names(str(e))}", file=sys.stderr)
         return 1
     bar = tqdm(
         total=len(specs) * len(args.policies),
@@ -170,8 +169,7 @@ def run(args: argparse.Namespace) -> int:
         "frames": [str(p) for p in evaluation.frames],
     }
     doc["episodes"] = evaluation.episodes()
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+    write_json_file(args.json, doc)
     for policy in args.policies:
         m = doc[policy]
         if m["episodes"]:
@@ -184,6 +182,19 @@ def run(args: argparse.Namespace) -> int:
             )
     print(f"wrote {args.json}")
     return 0
+
+
+SPEC_FLAGS = {  # EpisodeSpec's fields as the command line names them
+    "EpisodeSpec.duration_s": "--duration",
+    "EpisodeSpec.control_hz": "--control-hz",
+    "EpisodeSpec.replan_period_s": "--replan-period",
+}
+
+
+def _flag_names(message: str) -> str:
+    for field_name, flag in SPEC_FLAGS.items():
+        message = message.replace(field_name, flag)
+    return message
 
 
 def robot_planner(model: str, params: str | None, overrides, control_hz: float | None = None):
@@ -242,8 +253,7 @@ def run_robot(args: argparse.Namespace) -> int:
         "blind_train_loss": getattr(blind, "train_loss", None),
         "wall_s": round(time.perf_counter() - start, 1),
     }
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+    write_json_file(args.json, doc)
     for policy in policies:
         m = doc[policy]
         print(f"{policy:>8}: success {m['success_rate']:.2f}  mean steps {m['mean_steps']:.1f}  "

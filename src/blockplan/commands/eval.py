@@ -4,10 +4,9 @@ the constant-velocity and ego-status-MLP baselines fitted on the same data set."
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
+from blockplan.commands.outputs import write_json_file
 from blockplan.config import add_set_argument
 
 
@@ -36,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
     from blockplan.train.evaluate import evaluate, summary_lines
     from blockplan.train.examples import DataError
 
+    for flag, value in (("--max-samples", args.max_samples), ("--rollouts", args.rollouts)):
+        if value is not None and value < 1:
+            print(f"error: {flag}={value} must be >= 1", file=sys.stderr)
+            return 2
     torch.set_num_threads(args.num_threads)
     try:
         with_overrides(PlannerConfig(), args.set)  # a bad --set fails before the data loads
@@ -51,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, DataError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    write_json_file(args.json, results)
     print("\n".join(summary_lines(results)))
     print(f"metrics: {args.json}")
     return 0
