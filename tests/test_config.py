@@ -13,6 +13,7 @@ from blockplan.config import (
     flatten_params,
     load_config,
     unflatten_params,
+    with_overrides,
 )
 
 
@@ -202,6 +203,25 @@ def test_override_errors_name_the_override_not_the_file():
     assert "planner.yaml" not in str(info.value)
     with pytest.raises(ConfigError, match=r"^--set 'control.rate_hz=0': control.rate_hz=0"):
         load_config(default_params_path(), overrides=["decoding.strategy=ar", "control.rate_hz=0"])
+
+
+@pytest.mark.parametrize(
+    "override,text",
+    [
+        ("a.b=1", "unknown parameter 'a'"),  # no section a: the error names the section
+        ("model.dir.x=1", "conflicts with a scalar"),  # under a scalar: raised while unflattening
+    ],
+)
+def test_an_override_under_a_bad_section_is_named_as_the_override(override, text):
+    ok = "decoding.strategy=ar"  # a valid override beside it is not blamed
+    for how in (
+        lambda: load_config(default_params_path(), overrides=[ok, override]),
+        lambda: with_overrides(PlannerConfig(), [ok, override]),
+    ):
+        with pytest.raises(ConfigError) as info:
+            how()
+        assert str(info.value).startswith(f"--set {override!r}: ") and text in str(info.value)
+        assert "planner.yaml" not in str(info.value)
 
 
 def test_with_params_replaces_by_dotted_name_and_validates():

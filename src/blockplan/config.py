@@ -701,13 +701,15 @@ def load_config(
     """Load and validate the planner configuration from a ROS 2 params YAML file, with
     `NAME=VALUE` overrides (dotted name, YAML value; the CLIs' `--set`) applied first."""
     params = read_params_file(path, node_name)
-    if overrides:
-        flat = flatten_params(params)
-        flat.update(parse_override(item) for item in overrides)
-        params = unflatten_params(flat)
     try:
+        if overrides:
+            flat = flatten_params(params)
+            flat.update(parse_override(item) for item in overrides)
+            params = unflatten_params(flat)
         return config_from_params(params)
     except ConfigError as e:
+        if str(e).startswith("--set "):
+            raise  # parse_override's own error names its item
         culprit = _override_at_fault(overrides, str(e))
         if culprit is not None:
             raise ConfigError(f"--set {culprit!r}: {e}") from e
@@ -742,12 +744,20 @@ def with_overrides(config: PlannerConfig, overrides: Sequence[str]) -> PlannerCo
 
 def _override_at_fault(overrides: Sequence[str], message: str) -> str | None:
     """The `--set NAME=VALUE` whose NAME the error names (the longest one), or None: the
-    error is the params file's."""
+    error is the params file's. An error may name the override's parameter, a section of it
+    (`--set a.b=1` where there is no section `a`) or a parameter under it."""
+    head = message.split(" (known:")[0]  # the list of known names names no culprit
+    quoted = re.findall(r"'([^']+)'", head)
+
+    def at_fault(name: str) -> bool:
+        if f"{name}=" in head:
+            return True
+        return any(
+            q == name or name.startswith(f"{q}.") or q.startswith(f"{name}.") for q in quoted
+        )
+
     named = [
-        item
-        for item in overrides
-        if (name := item.partition("=")[0].strip())
-        and (f"'{name}'" in message or f"{name}=" in message)
+        item for item in overrides if (name := item.partition("=")[0].strip()) and at_fault(name)
     ]
     return max(named, key=lambda item: len(item.partition("=")[0]), default=None)
 
