@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -90,7 +91,7 @@ def test_a_full_disk_leaves_nothing_that_blocks_the_next_run(bag, tmp_path, caps
         assert main(["replay", str(bag), "--out", str(out), *CV]) == 1
     line = _error_line(capsys.readouterr().err)
     assert "No space left on device" in line and "partial bag was removed" in line
-    assert sorted(p.name for p in out.iterdir()) == []
+    assert not out.exists()  # the folder it made, empty again, is removed too
     assert main(["replay", str(bag), "--out", str(out), *CV]) == 0
 
 
@@ -370,3 +371,32 @@ def test_the_report_has_units_no_raw_json_and_opens_on_a_plan(tmp_path) -> None:
     assert data["ticks"][0]["fb"]  # start-up: no plan yet
     assert not data["ticks"][data["start"]]["fb"] and data["start"] > 0
     assert "slider.value = m ? m[1] : D.start" in html
+
+
+def test_a_failed_replay_leaves_no_empty_output_folder(bag, tmp_path, capsys) -> None:
+    """A bad requests file, a missing bag among several or a tampered model: the error, and
+    no output folder made for a replay that never ran (an existing one is kept)."""
+    out = tmp_path / "new" / "out"
+    assert (
+        main(["replay", str(bag), "--out", str(out), "--requests", str(tmp_path / "no.jsonl"), *CV])
+        == 1
+    )
+    assert "no.jsonl" in _error_line(capsys.readouterr().err)
+    assert not (tmp_path / "new").exists()
+    several = ["replay", str(bag), str(tmp_path / "nope.mcap"), "--out", str(out), *CV]
+    assert main(several) == 1
+    assert "no such bag" in _error_line(capsys.readouterr().err)
+    assert not (tmp_path / "new").exists()
+    tampered = tmp_path / "tampered"
+    shutil.copytree("models/blockplan-tiny", tampered)
+    weights = tampered / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for target in (out, kept):
+        args = ["replay", str(bag), "--out", str(target), "--model", str(tampered), "--no-progress"]
+        assert main(args) == 1
+        assert "does not match the manifest" in _error_line(capsys.readouterr().err)
+    assert not (tmp_path / "new").exists() and kept.is_dir()

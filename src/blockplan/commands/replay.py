@@ -23,6 +23,7 @@ from blockplan.replay import (
     ReplayOutputs,
     check_bag,
     load_planner,
+    no_empty_folders_left,
     prepare_output_dir,
     run_replay,
 )
@@ -169,13 +170,16 @@ def run(args: argparse.Namespace) -> int:
     # The cheap checks first (options, params, output folder, bag), then the model (seconds).
     config = replay_config(args)
     out = Path(args.out)
-    prepare_output_dir(out)
-    check_bag(Path(args.bag), config)
-    model = args.model or config.model.dir
-    request_windows = read_request_windows(args.requests) if args.requests else None
-    planner = load_planner(model, config)
     try:
-        outputs = _replay_one(args, Path(args.bag), out, planner, config, model, request_windows)
+        with no_empty_folders_left(out):
+            prepare_output_dir(out)
+            check_bag(Path(args.bag), config)
+            model = args.model or config.model.dir
+            request_windows = read_request_windows(args.requests) if args.requests else None
+            planner = load_planner(model, config)
+            outputs = _replay_one(
+                args, Path(args.bag), out, planner, config, model, request_windows
+            )
     except ReplayInterrupted as stop:
         print(interrupted_line(stop), file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -221,11 +225,13 @@ def run_many(args: argparse.Namespace, bags: list[str]) -> int:
     config = replay_config(args)
     out = Path(args.out)
     folders = output_folders(bags, out)
-    for bag, folder in zip(bags, folders, strict=True):  # every cheap check before the model
+    for bag in bags:  # every cheap check before the model, and before any folder is made
         check_bag(Path(bag), config)
-        prepare_output_dir(folder)
     model = args.model or config.model.dir
-    planner = load_planner(model, config)
+    with no_empty_folders_left(*folders):
+        for folder in folders:
+            prepare_output_dir(folder)
+        planner = load_planner(model, config)
     rows: list[dict] = []
     extra = {"model": model, "timing": config.control.timing, "rate_hz": config.control.rate_hz}
     for i, (bag, folder) in enumerate(zip(bags, folders, strict=True)):

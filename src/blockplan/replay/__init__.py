@@ -15,6 +15,7 @@ from blockplan.replay.driver import (
     ReplayInterrupted,
     ReplayResult,
     check_bag,
+    no_empty_folders_left,
     prepare_output_dir,
     replay_bag,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "ReplayResult",
     "check_bag",
     "load_planner",
+    "no_empty_folders_left",
     "prepare_output_dir",
     "replay_bag",
     "run_replay",

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import math
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -374,6 +375,23 @@ def replay_bag(
 
 
 OUTPUT_NAMES = ("plans.mcap", "metrics.json", "report.html", "latency.png", "displacement.png")
+
+
+@contextmanager
+def no_empty_folders_left(*folders: Path) -> Iterator[None]:
+    """If the block raises (a bad bag, a tampered model, Ctrl-C), the folders among `folders`
+    and their parents that it created are removed again where they are still empty: a failed
+    replay leaves no empty output folder behind, and never removes a file."""
+    new: list[Path] = []
+    for folder in folders:
+        new += [p for p in (folder, *folder.parents) if not p.exists() and p not in new]
+    try:
+        yield
+    except BaseException:
+        for p in sorted(new, key=lambda p: len(p.parts), reverse=True):  # deepest first
+            if p.is_dir() and not any(p.iterdir()):
+                p.rmdir()
+        raise
 
 
 def prepare_output_dir(out_dir: Path) -> Path:
