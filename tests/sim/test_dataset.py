@@ -101,7 +101,7 @@ def test_dataset_end_to_end_drops_crashes_and_resumes(tmp_path, crash_seed_zero)
     assert [e["seed"] for e in redone["episodes"]] == [1, 2]
     assert redone["episodes"][1]["sha256"] == kept[1]["sha256"]  # deterministic
 
-    with pytest.raises(DatasetError, match="options"):
+    with pytest.raises(DatasetError, match=r"other options: sample_period_s .* \(now 1\.0\);"):
         DatasetWriter(tmp_path, dataclasses.replace(options, sample_period_s=1.0), rig)
     # The default start is not written, so data sets from before the option still resume;
     # another start is another data set.

@@ -34,8 +34,14 @@ DEMO_FILES = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default="out/demo", help="output folder (default out/demo)")
-    parser.add_argument("--scenario", default="highway", help="highway-env scenario")
+    from blockplan.sim.scenarios import SCENARIOS
+
+    parser.add_argument(
+        "--out", help="output folder (default out/demo; --embodiment robot: out/robot-demo)"
+    )
+    parser.add_argument(
+        "--scenario", default="highway", choices=sorted(SCENARIOS), help="highway-env scenario"
+    )
     parser.add_argument("--seed", type=int, default=0, help="episode seed (default 0)")
     parser.add_argument(
         "--duration", type=float, default=8.0, help="seconds to simulate (default 8)"
@@ -88,6 +94,8 @@ def simulate(args: argparse.Namespace, bag: Path) -> None:
 
 
 ROBOT_DEMO_FILES = ("episode.mcap", "metrics.json", "actions.png", "report.html")
+DEMO_OUT = "out/demo"
+ROBOT_DEMO_OUT = "out/robot-demo"  # not out/demo: `make demo` then the robot demo both work
 ROBOT_DEMO_SEED = 900_000  # outside every data split (sim/manipulation.seeds_of)
 
 
@@ -103,7 +111,7 @@ def run_robot(args: argparse.Namespace) -> int:
     from blockplan.sim.manipulation import CONTROL_PERIOD_S, ManipulationEnv
     from blockplan.sim.robot_bag import write_demo_bag
 
-    out = Path(args.out)
+    out = Path(args.out or ROBOT_DEMO_OUT)
     if out.is_dir():
         others = sorted(p.name for p in out.iterdir() if p.name not in ROBOT_DEMO_FILES)
         if others:
@@ -142,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         return run_robot(args)
     from blockplan.commands.replay import interrupted_line, print_summary
 
-    out = Path(args.out)
+    out = Path(args.out or DEMO_OUT)
     bag = out / "sim.mcap"
     if out.is_dir() and any(out.iterdir()):
         others = sorted(p.name for p in out.iterdir() if p.name not in DEMO_FILES)

@@ -16,7 +16,12 @@ from blockplan.config import DTYPES, PlannerConfig
 from blockplan.decoding.device import DeviceError, resolve_device
 from blockplan.errors import UserError
 from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
-from blockplan.model.presets import preset_config, robot_preset_config, robot_preset_names
+from blockplan.model.presets import (
+    preset_config,
+    preset_names,
+    robot_preset_config,
+    robot_preset_names,
+)
 from blockplan.model.weights import load_pretrained, verify_folder
 from blockplan.schema import (
     DrivingSchema,
@@ -133,6 +138,9 @@ def random_parts(
         return PlannerParts(model, tokenizer, config, schema)
     if preset in robot_preset_names():
         return _robot_random_parts(preset, config, seed, num_layers, adjust)
+    if preset not in preset_names():
+        every = sorted([*preset_names(), *robot_preset_names(), *QWEN_PRESETS])
+        raise PlannerSetupError(f"preset {preset!r}: must be one of {every}")
     config = config or PlannerConfig()
     tokenizer = default_tokenizer()
     schema = default_schema()

@@ -142,10 +142,13 @@ class DatasetWriter:
         path = self.root / MANIFEST
         if path.is_file():
             manifest = json.loads(path.read_text())
-            if manifest.get("options") != self._options_doc():
+            written, now = manifest.get("options") or {}, self._options_doc()
+            if written != now:
+                differ = sorted(k for k in {*written, *now} if written.get(k) != now.get(k))
+                what = ", ".join(f"{k} {written.get(k)!r} (now {now.get(k)!r})" for k in differ)
                 raise DatasetError(
-                    f"{path}: written with options {manifest.get('options')}, now "
-                    f"{self._options_doc()}; use another --out or the same options to resume"
+                    f"{path}: written with other options: {what}; use another --out or the "
+                    "same options to resume"
                 )
             return manifest
         self.root.mkdir(parents=True, exist_ok=True)

@@ -191,6 +191,10 @@ def evaluate(
 
     data_dir, model_dir = Path(data_dir), Path(model_dir)
     recipe = recipe_of_folder(model_dir)
+    planners = {  # loaded (and their weights verified) before minutes of data loading
+        "model": _planner(model_dir, "scaffold_spec", 1, overrides),
+        "rollouts_n4": _planner(model_dir, "rollouts", num_rollouts, overrides),
+    }
     manifest = read_manifest(data_dir)
     test = load_shards(data_dir, split, recipe, progress, False, manifest)
     train = load_shards(data_dir, "train", recipe, progress, False, manifest)
@@ -204,10 +208,6 @@ def evaluate(
     keep = np.arange(len(refs))
     if max_samples is not None and max_samples < len(refs):
         keep = np.unique(np.linspace(0, len(refs) - 1, max_samples).round().astype(int))
-    planners = {
-        "model": _planner(model_dir, "scaffold_spec", 1, overrides),
-        "rollouts_n4": _planner(model_dir, "rollouts", num_rollouts, overrides),
-    }
     baselines = {
         "constant_velocity": constant_velocity(test),
         "ego_mlp": mlp.predict(test),
