@@ -55,6 +55,8 @@ def test_straight_drive_outputs_and_metrics(tmp_path: Path) -> None:
     assert m["evaluated_plans"] >= 20
     for key in ("ade_3s", "ade_5s", "l2_1s", "l2_2s", "l2_3s"):
         assert m[key] == pytest.approx(0.0, abs=1e-3)
+    for key in ("along_track_5s", "cross_track_5s", "along_track_bias_5s"):
+        assert m[key] == pytest.approx(0.0, abs=1e-3)
     _check_output_bag(outputs, 79)
     reasoning = [json.loads(d.data) for _, d in _decoded(outputs.plans_bag, "/planning/reasoning")]
     assert len(reasoning) == m["plans"]
@@ -72,6 +74,9 @@ def test_curve_metrics_and_measured_timing(tmp_path: Path) -> None:
     # Constant velocity on a circle: the lateral error grows as v² t² κ / 2 at short range.
     assert m["l2_1s"] == pytest.approx(0.5 * 36 * 0.02, rel=0.1)
     assert m["ade_5s"] > m["ade_3s"] > 0
+    # Going straight where the road turns left is a path error (to the right of the
+    # recorded path), not a speed error.
+    assert m["cross_track_5s"] > 3 * m["along_track_5s"]
     assert m["plan_age_ms"]["p50"] > 100.0  # plans arrive one latency after their request
     assert m["timing"] == "measured"
 

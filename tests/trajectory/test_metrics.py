@@ -22,6 +22,37 @@ def test_constant_offset():
         assert value == pytest.approx(5.0)
 
 
+def test_along_cross_splits_the_error_in_the_paths_own_frame():
+    along, across = metrics.along_cross(GT + [3.0, 4.0], GT)  # the path runs along x
+    np.testing.assert_allclose(along, 3.0)
+    np.testing.assert_allclose(across, 4.0)
+    left = GT[:, ::-1]  # the same path running along y (to the left)
+    along, across = metrics.along_cross(left + [-4.0, 3.0], left)
+    np.testing.assert_allclose(along, 3.0)
+    np.testing.assert_allclose(across, 4.0)
+    # A quarter circle of radius 20 m: a plan 1 m behind along the arc and 0.5 m outside it
+    angle = np.linspace(0.05, np.pi / 2, 20)
+    arc = 20.0 * np.stack([np.sin(angle), 1 - np.cos(angle)], -1)
+    tangent = np.stack([np.cos(angle), np.sin(angle)], -1)
+    normal = np.stack([-np.sin(angle), np.cos(angle)], -1)  # to the left
+    along, across = metrics.along_cross(arc - 1.0 * tangent - 0.5 * normal, arc)
+    np.testing.assert_allclose(along[1:-1], -1.0, atol=0.01)  # central differences
+    np.testing.assert_allclose(across[1:-1], -0.5, atol=0.01)
+    error = np.linalg.norm(arc - 1.0 * tangent - 0.5 * normal - arc, axis=-1)
+    np.testing.assert_allclose(along**2 + across**2, error**2)
+
+
+def test_along_cross_of_a_path_that_stands_still_keeps_its_last_direction():
+    stopped = np.concatenate([GT[:10], np.repeat(GT[9:10], 10, axis=0)])  # stops after 2.5 s
+    along, across = metrics.along_cross(stopped + [2.0, 0.0], stopped)
+    np.testing.assert_allclose(along, 2.0)
+    np.testing.assert_allclose(across, 0.0)
+    parked = np.zeros((20, 2))  # never moves: the ego's x axis
+    along, across = metrics.along_cross(parked + [0.0, -1.0], parked)
+    np.testing.assert_allclose(along, 0.0)
+    np.testing.assert_allclose(across, -1.0)
+
+
 def test_growing_error_separates_the_conventions():
     errors = 0.1 * np.arange(1, 21)  # error at t = 0.25 k is 0.1 k
     pred = GT + np.stack([errors, np.zeros(20)], axis=-1)

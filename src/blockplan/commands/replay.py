@@ -114,6 +114,13 @@ def print_summary(outputs: ReplayOutputs, file=None) -> None:
             f"ADE@3s {m['ade_3s']} m   ADE@5s {m['ade_5s']} m   "
             f"L2@1/2/3s {m['l2_1s']} / {m['l2_2s']} / {m['l2_3s']} m"
         )
+        if "along_track_5s" in m:
+            bias = m["along_track_bias_5s"]
+            lines.append(
+                f"  error along / across the recorded path {m['along_track_5s']} / "
+                f"{m['cross_track_5s']} m (speed / path); at 5 s the plans are "
+                f"{abs(bias):.2f} m {'ahead of' if bias >= 0 else 'behind'} it on average"
+            )
         if why:
             lines.append(f"  plans not scored (no recorded future to 5 s): {why}")
     elif m["plans"]:

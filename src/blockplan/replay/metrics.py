@@ -1,7 +1,9 @@
 """metrics.json of a replay: the runtime's counters and latencies, and open-loop displacement
 errors of every plan against the recorded future path (WOD-E2E ADE@3s/5s of the plan's JMT
-interpolation; L2 at 1/2/3 s in the UniAD convention, the error of the point at t; and
-`published_ade_3s/5s` of the path sent to control, the jerk-minimizing fit)."""
+interpolation; L2 at 1/2/3 s in the UniAD convention, the error of the point at t;
+`published_ade_3s/5s` of the path sent to control, the jerk-minimizing fit; and where the
+ADE@5s comes from: `along_track_5s` / `cross_track_5s`, the mean error along and across the
+recorded path, and `along_track_bias_5s`, the signed along-track error at 5 s)."""
 
 from __future__ import annotations
 
@@ -52,12 +54,24 @@ def displacement_metrics(log: ReplayLog) -> dict[str, Any]:
                 traj_metrics.l2_at_uniad(pred, gt, 3.0),
                 traj_metrics.ade_3s(published, gt),
                 traj_metrics.ade_5s(published, gt),
+                *_along_cross_5s(pred, gt),
             ]
         )
     if not rows:
         return {"evaluated_plans": 0, "unscored_plans": dict(unscored)}
     mean = np.mean(np.array(rows), axis=0)
-    names = ("ade_3s", "ade_5s", "l2_1s", "l2_2s", "l2_3s", "published_ade_3s", "published_ade_5s")
+    names = (
+        "ade_3s",
+        "ade_5s",
+        "l2_1s",
+        "l2_2s",
+        "l2_3s",
+        "published_ade_3s",
+        "published_ade_5s",
+        "along_track_5s",
+        "cross_track_5s",
+        "along_track_bias_5s",
+    )
     return {
         **{name: round(float(v), 4) for name, v in zip(names, mean, strict=True)},
         "evaluated_plans": len(rows),
@@ -65,6 +79,15 @@ def displacement_metrics(log: ReplayLog) -> dict[str, Any]:
         "displacement_unit": "m",
         "l2_protocol": "uniad (L2 of the point at t)",
     }
+
+
+def _along_cross_5s(pred: np.ndarray, gt: np.ndarray) -> tuple[float, float, float]:
+    """Where a plan's ADE@5s comes from: the mean |along-track| and |cross-track| error over
+    the 5 s points (a speed error vs a path error), and the signed along-track error at 5 s
+    (> 0: the plan runs ahead of the recorded path, < 0: it lags behind)."""
+    along, across = traj_metrics.along_cross(pred, gt)
+    n = traj_metrics.NUM_POINTS_5S
+    return float(np.abs(along[:n]).mean()), float(np.abs(across[:n]).mean()), float(along[n - 1])
 
 
 def streaming_metrics(

@@ -10,6 +10,8 @@ t seconds is index 4 t − 1. Predicted and ground-truth arrays must have the sa
 * `l2_at_stp3(t)`: mean of the L2 of every point up to and including t (ST-P3's convention).
   The two differ: never compare numbers across conventions.
 * `min_ade_k`: the smallest ADE over K predictions (minADE_K).
+* `along_cross`: each point's error split along the ground-truth path (ahead / behind: a
+  speed error) and across it (beside: a path error).
 * `displacement_summary`: all of the above for one prediction, as a JSON-ready dict.
 """
 
@@ -57,6 +59,31 @@ def ade_3s(pred: np.ndarray, gt: np.ndarray) -> float:
 def ade_5s(pred: np.ndarray, gt: np.ndarray) -> float:
     """WOD-E2E ADE@5s: mean L2 over the first 20 points of the 4 Hz trajectory."""
     return ade(pred, gt, NUM_POINTS_5S)
+
+
+def along_cross(
+    pred: np.ndarray, gt: np.ndarray, min_step_m: float = 1e-3
+) -> tuple[np.ndarray, np.ndarray]:
+    """(P,) along-track and (P,) cross-track components of each point's error pred - gt in
+    the ground-truth path's own direction at that point (its tangent from the origin, the
+    ego at t0, through the points; positive along: the prediction runs ahead, positive
+    across: it lies to the left). Where the path stands still (steps under `min_step_m`) the
+    last direction it moved in is used, and the ego's x axis before it moved at all. The
+    two components' squares sum to the squared L2 error."""
+    pred, gt = _check_pair(pred, gt)
+    path = np.concatenate([np.zeros((1, 2)), gt])  # (P+1, 2): from the ego at t0
+    tangent = np.gradient(path, axis=0)[1:]  # (P, 2) central differences, one-sided at the end
+    direction = np.array([1.0, 0.0])
+    unit = np.empty_like(tangent)
+    for k, step in enumerate(tangent):
+        length = float(np.hypot(*step))
+        if length >= min_step_m:
+            direction = step / length
+        unit[k] = direction
+    error = pred - gt
+    along = (error * unit).sum(-1)
+    across = unit[:, 0] * error[:, 1] - unit[:, 1] * error[:, 0]
+    return along, across
 
 
 def fde(pred: np.ndarray, gt: np.ndarray) -> float:
