@@ -150,7 +150,7 @@ def make_env(scenario: Scenario, seed: int) -> Any:
     ego = env.vehicle
     expert = drivable_expert_class().create_from(ego)
     rng = np.random.default_rng([int(seed), 7])
-    expert.target_speed = float(rng.uniform(*scenario.ego_speed_range))
+    expert.target_speed = expert_target_speed(scenario, seed, rng)
     for key, value in scenario.expert_params.items():  # instance attributes override MOBIL
         setattr(expert, key, value)
     replace_ego(env, expert)
@@ -162,6 +162,17 @@ def make_env(scenario: Scenario, seed: int) -> Any:
                 v.target_speed = float(rng.uniform(*scenario.traffic_speed_range))
                 v.speed = min(float(v.speed), v.target_speed + 2.0)
     return env
+
+
+def expert_target_speed(
+    scenario: Scenario, seed: int, rng: np.random.Generator | None = None
+) -> float:
+    """The expert's set speed in episode `seed` (m/s): drawn once per seed from
+    `scenario.ego_speed_range` and not observed by any planner input; it is the speed the
+    expert returns to on a free road (the intersection's own controller changes it near
+    the junction). `rng`: the episode's generator, at its first draw."""
+    rng = np.random.default_rng([int(seed), 7]) if rng is None else rng
+    return float(rng.uniform(*scenario.ego_speed_range))
 
 
 def replace_ego(env: Any, vehicle: Any) -> None:

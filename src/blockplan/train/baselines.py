@@ -93,26 +93,8 @@ class EgoMLP:
     ) -> EgoMLP:
         """Full-batch AdamW on the L2 loss of the waypoints of `data`."""
         x = ego_features(data, num_commands, lane_pose)
-        mean, std = x.mean(0), x.std(0) + 1e-6
-        y = data.future_xy[:, WAYPOINT_INDEX].reshape(len(data), -1)  # (N, 10)
-        torch.manual_seed(seed)
-        net = nn.Sequential(
-            nn.Linear(x.shape[1], hidden),
-            nn.ReLU(),
-            nn.Linear(hidden, hidden),
-            nn.ReLU(),
-            nn.Linear(hidden, y.shape[1]),
-        ).double()
-        opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
-        xt = torch.from_numpy((x - mean) / std)
-        yt = torch.from_numpy(y.astype(np.float64))
-        with single_thread():
-            for _ in range(steps):
-                loss = (net(xt) - yt).pow(2).sum(-1).mean()
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-        return cls(net.eval(), mean, std, num_commands, lane_pose)
+        net, mean, std = fit_waypoint_mlp(x, data.future_xy, hidden, steps, lr, seed)
+        return cls(net, mean, std, num_commands, lane_pose)
 
     def predict(self, data: Examples) -> np.ndarray:
         """(N, 5, 2) waypoints."""
@@ -121,9 +103,47 @@ class EgoMLP:
     @torch.no_grad()
     def predict_features(self, x: np.ndarray) -> np.ndarray:
         """(N, 5, 2) waypoints of (N, F) unstandardised features (`ego_feature_rows`)."""
-        x = torch.from_numpy((x - self.mean) / self.std)
-        with single_thread():
-            return self.net(x).numpy().reshape(len(x), 5, 2)
+        return predict_waypoints(self.net, self.mean, self.std, x)
+
+
+def fit_waypoint_mlp(
+    x: np.ndarray,  # (N, F) features
+    future_xy: np.ndarray,  # (N, 20, 2) the 4 Hz future; the MLP fits its 1..5 s waypoints
+    hidden: int = 128,
+    steps: int = 2000,
+    lr: float = 1e-3,
+    seed: int = 0,
+) -> tuple[nn.Module, np.ndarray, np.ndarray]:
+    """(net, mean, std): the ego-status MLP's recipe on any features (standardised, 2 hidden
+    layers, full-batch AdamW on the waypoints' L2 loss), for `EgoMLP` and for studies of
+    what an input is worth (scripts/open_loop_information.py)."""
+    mean, std = x.mean(0), x.std(0) + 1e-6
+    y = future_xy[:, WAYPOINT_INDEX].reshape(len(x), -1)  # (N, 10)
+    torch.manual_seed(seed)
+    net = nn.Sequential(
+        nn.Linear(x.shape[1], hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, y.shape[1]),
+    ).double()
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
+    xt = torch.from_numpy((x - mean) / std)
+    yt = torch.from_numpy(y.astype(np.float64))
+    with single_thread():
+        for _ in range(steps):
+            loss = (net(xt) - yt).pow(2).sum(-1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return net.eval(), mean, std
+
+
+@torch.no_grad()
+def predict_waypoints(net: nn.Module, mean: np.ndarray, std: np.ndarray, x: np.ndarray):
+    """(N, 5, 2) waypoints of a `fit_waypoint_mlp` net on (N, F) unstandardised features."""
+    with single_thread():
+        return net(torch.from_numpy((x - mean) / std)).numpy().reshape(len(x), 5, 2)
 
 
 class EgoMLPPlanner:
