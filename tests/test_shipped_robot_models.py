@@ -129,6 +129,9 @@ def test_closed_loop_and_the_demo_on_meta_world(folder, tmp_path):
     assert metrics["held_fraction"] == 0.0 and metrics["chunks"] == 6
     assert all(v <= 1e-9 for v in metrics["action_mae"].values()), metrics["action_mae"]
     assert (demo / "report.html").is_file() and (demo / "episode.mcap").is_file()
+    # The robot bag replayed as a vehicle's: an error that says which flag it needs.
+    args = ["replay", str(demo / "episode.mcap"), "--out", str(tmp_path / "r"), "--no-progress"]
+    assert main(args) == 1 and not (tmp_path / "r").exists()
 
 
 @every_folder

@@ -45,6 +45,10 @@ def test_export_of_a_model_without_frame_slot_embedding(tmp_path, capsys):
 def test_export_command_rejects_bad_windows(tmp_path, capsys):
     assert main(["export", "--random-init", "test", "--out", str(tmp_path), "--windows", "a"]) == 2
     assert "--windows" in capsys.readouterr().err
+    out = tmp_path / "narrow"
+    assert main(["export", "--random-init", "test", "--out", str(out), "--windows", "2"]) == 2
+    assert "the widest must hold a scaffold block" in capsys.readouterr().err
+    assert not out.exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")

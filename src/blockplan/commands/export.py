@@ -58,6 +58,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         planner = Planner.random_init(args.random_init, config, seed=args.seed)
         source = f"random-init {args.random_init} seed {args.seed}"
+    block, answer = planner.model.config.block_size, len(planner.scaffold)
+    if max(windows, default=0) < block:
+        print(
+            f"error: --windows={args.windows!r}: the widest must hold a scaffold block "
+            f"({block} tokens): spec drafts and the diffusion strategies attend across it",
+            file=sys.stderr,
+        )
+        return 2
+    if max(windows) < answer:
+        log.warning(
+            "--windows: the widest (%d) is narrower than the answer (%d tokens): "
+            "full_diffusion will not run on these static graphs",
+            max(windows),
+            answer,
+        )
     max_batch = args.max_batch or config.rollouts.num_rollouts
     log.info("exporting %s to %s (windows %s)", source, args.out, windows)
     try:

@@ -40,7 +40,12 @@ from blockplan.planner.loading import backend_of, weights_of
 from blockplan.replay.metrics import replay_metrics, streaming_metrics
 from blockplan.replay.publish import OutputPublisher
 from blockplan.replay.record import ReplayLog
-from blockplan.replay.topics import InputTopics, ReplayOutputError, resolve_topics
+from blockplan.replay.topics import (
+    InputTopics,
+    ReplayInputError,
+    ReplayOutputError,
+    resolve_topics,
+)
 from blockplan.replay.truth import GroundTruthPaths, RecordedPath
 from blockplan.runtime import (
     InvalidInput,
@@ -85,12 +90,21 @@ class ReplayInterrupted(KeyboardInterrupt):
         self.result, self.outputs = result, outputs
 
 
+ROBOT_STATE_TOPIC = "/joint_states"  # what a robot bag records (sim/robot_bag.py)
+
+
 def check_bag(bag: str | Path, config: PlannerConfig) -> InputTopics:
     """Open `bag` and resolve its input topics, as the replay will: the cheap checks (a
     missing, truncated or foreign bag; no configured camera) before any model is loaded.
     Raises BagError or ReplayInputError saying what is wrong."""
     with open_bag_reader(bag) as reader:
-        return resolve_topics(config, reader.topics)
+        topics = resolve_topics(config, reader.topics)
+        if topics.odometry is None and ROBOT_STATE_TOPIC in reader.topics:
+            raise ReplayInputError(
+                f"{bag}: no odometry but {ROBOT_STATE_TOPIC}: a robot bag; replay it with "
+                "--embodiment robot"
+            )
+        return topics
 
 
 def _read_odometry_segments(reader, topic: str | None, jump_ns: int) -> list[RecordedPath]:
