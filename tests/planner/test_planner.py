@@ -131,7 +131,7 @@ def test_the_previous_answer_is_the_next_plans_first_draft(strategy):
     assert np.array_equal(first.tokens, again.tokens)
     assert again.num_forwards < first.num_forwards
     off = planner.config.with_params({"decoding.draft_from_previous": False})
-    cold = Planner(planner.model, planner.tokenizer, off, planner.schema, planner.runner)
+    cold = planner.sibling(off, planner.runner)
     cold.decode(obs, strategy)
     assert cold.decode(obs, strategy).result.num_forwards == first.num_forwards
     # a stream reset (e.g. after the warm-up) forgets the answer: the next plan is cold,

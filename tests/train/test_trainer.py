@@ -66,6 +66,13 @@ def test_resume_continues_exactly(variant, dataset_dir, tmp_path):
     assert {r["event"] for r in lines} == {"train", "checkpoint", "done"}
     model = load_pretrained(tmp_path / "b" / "best")  # the best folder is a loadable model
     assert model.num_parameters() == resumed.model.num_parameters()
+    # ... with the training answers' n-gram table of its explanation, in its manifest
+    from blockplan.decoding.ngrams import DRAFTS_NAME, read_drafts
+
+    best = tmp_path / "b" / "best"
+    assert DRAFTS_NAME in json.loads((best / "manifest.json").read_text())["sha256"]
+    table = read_drafts(best, recipe.scaffold, recipe.model_config.decoder.vocab_size)
+    assert table.sections == {"explanation"} and table.next_id
 
 
 def test_init_from_copies_a_folders_weights(recipe, dataset_dir, tmp_path):

@@ -38,7 +38,7 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
 
 def _with_rollouts(planner: Planner, n: int) -> Planner:
     config = planner.config.with_params({"rollouts.num_rollouts": n})
-    return Planner(planner.model, planner.tokenizer, config, planner.schema, planner.runner)
+    return planner.sibling(config, planner.runner)
 
 
 @dataclass
@@ -358,7 +358,7 @@ def add_compute_floor(
     counted = planner
     if planner.runner.name != "torch":
         config = planner.config.with_params({"model.backend": "torch"})
-        counted = Planner(planner.model, planner.tokenizer, config, planner.schema)
+        counted = planner.sibling(config)
 
     def plan(name: str) -> None:
         counted.reset_stream()

@@ -54,7 +54,7 @@ PAPER_TOKENS_PER_STEP = 4.9  # Fast-dDrive's scaffold spec, trained weights (doc
 
 def _planner(base: Planner, num_rollouts: int, backend=None) -> Planner:
     config = base.config.with_params({"rollouts.num_rollouts": num_rollouts})
-    return Planner(base.model, base.tokenizer, config, base.schema, backend)
+    return base.sibling(config, backend)
 
 
 def decoder_weight_bytes(model) -> int:

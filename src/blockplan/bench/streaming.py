@@ -39,10 +39,7 @@ def with_streaming(config: PlannerConfig, mode: str) -> PlannerConfig:
 
 def twin_planners(planner: Planner) -> tuple[Planner, Planner]:
     """(streaming, full-recompute) planners over `planner`'s model, tokenizer and schema."""
-    make = [
-        Planner(planner.model, planner.tokenizer, with_streaming(planner.config, m), planner.schema)
-        for m in ("on", "off")
-    ]
+    make = [planner.sibling(with_streaming(planner.config, m)) for m in ("on", "off")]
     return make[0], make[1]
 
 

@@ -33,6 +33,7 @@ import torch
 from blockplan.decoding.constraints import AnswerConstraints
 from blockplan.decoding.device import synchronize
 from blockplan.decoding.kv_cache import KVCache
+from blockplan.decoding.ngrams import AnswerNgrams
 from blockplan.decoding.picking import Picker
 from blockplan.model.config import DecoderConfig
 from blockplan.model.masks import window_mask
@@ -121,6 +122,9 @@ class DecodeContext:
     # (A,) a guess of the answer (the previous plan's), proposed before any draft forward by
     # scaffold spec (`strategies.hinted_draft_proposal`); None: model drafts only.
     hint: torch.Tensor | None = None
+    # the answer n-gram table (`decoding.ngrams`): scaffold spec proposes the worded sections
+    # from it without a draft forward; None: model drafts only.
+    ngrams: AnswerNgrams | None = None
     _banned: dict = field(default_factory=dict, repr=False)  # banned ids as a tensor per device
 
     @property

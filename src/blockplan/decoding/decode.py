@@ -19,6 +19,7 @@ from blockplan.decoding.constraints import AnswerConstraints
 from blockplan.decoding.device import synchronize
 from blockplan.decoding.flow import FlowSampler, flow_noise
 from blockplan.decoding.kv_cache import KVCache
+from blockplan.decoding.ngrams import AnswerNgrams
 from blockplan.decoding.picking import SamplingPicker, rollout_streams
 from blockplan.decoding.pipelined import PipelineOptions, decode_pipelined
 from blockplan.decoding.strategies import (
@@ -145,6 +146,7 @@ def decode(
     cache_attention: str = "causal",
     flow: FlowSampler | None = None,
     draft_hint: np.ndarray | None = None,
+    draft_ngrams: AnswerNgrams | None = None,
 ) -> DecodeResult:
     """Decode the answer of `scaffold` after the prompt with `options.strategy`.
 
@@ -162,6 +164,8 @@ def decode(
     greedy part of `rollouts` propose before drafting with the model; it changes how many
     forwards the answer takes, never which tokens it has. A hint whose shape or structural
     tokens do not match `scaffold` is not used.
+    `draft_ngrams`: the answer n-gram table (decoding/ngrams.py) scaffold spec proposes the
+    worded sections from; again only the forward count depends on it.
     """
     P, A = embeds.shape[1], len(scaffold)
     if cache is None:
@@ -181,6 +185,7 @@ def decode(
         positions=positions,
         cache_attention=cache_attention,
         hint=usable_hint(draft_hint, scaffold, model.decoder_config.vocab_size),
+        ngrams=draft_ngrams,
     )
     t0 = time.perf_counter()
     if flow is not None:

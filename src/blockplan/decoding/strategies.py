@@ -28,6 +28,7 @@ from blockplan.decoding.block_loop import (
     decode_span,
     draft_close,
 )
+from blockplan.decoding.ngrams import ngram_proposal
 from blockplan.decoding.picking import (
     GreedyPicker,
     Picker,
@@ -174,11 +175,11 @@ def draft_proposal(ctx: DecodeContext, state: AnswerState, w: int, e: int) -> to
     return place_draft(state, w, e, logits.argmax(dim=-1).cpu(), rows)  # the answer: CPU
 
 
-def hinted_draft_proposal(hint: torch.Tensor) -> Propose:
+def hinted_draft_proposal(hint: torch.Tensor, draft: Propose = draft_proposal) -> Propose:
     """Scaffold spec's draft when a guess of the whole answer is at hand (`ctx.hint`, the
     previous plan's answer: at 10 Hz most of it recurs). Each block's windows propose the
     hint's tokens at their unknown slots and skip the draft forward, until a hinted window
-    is rejected at its first unknown slot; the rest of that block is drafted by the model.
+    is rejected at its first unknown slot; the rest of that block is drafted by `draft`.
     A wrong hint costs at most that one verify (which still decides one token); which tokens
     the answer ends with does not depend on it (greedy: AR's)."""
     hint = hint.reshape(1, -1)
@@ -197,7 +198,7 @@ def hinted_draft_proposal(hint: torch.Tensor) -> Propose:
             last["stale_e"] = e
         if last["stale_e"] == e:
             last["unknown"] = None
-            return draft_proposal(ctx, state, w, e)
+            return draft(ctx, state, w, e)
         last.update(w=w, e=e, unknown=unknown.clone())
         return torch.where(unknown, hint[:, w:e].expand_as(window), window)
 
@@ -312,9 +313,11 @@ def decode_scaffold_spec(
     stop: int | None = None,
     window: str = "adaptive",
 ) -> None:
-    """Draft forward + verify per window; with `ctx.hint`, hinted drafts first."""
+    """Draft forward + verify per window; with `ctx.hint`, hinted drafts first; with
+    `ctx.ngrams`, the worded sections drafted from the table instead of a forward."""
     stop = len(ctx.scaffold) if stop is None else stop
-    propose = draft_proposal if ctx.hint is None else hinted_draft_proposal(ctx.hint)
+    draft = draft_proposal if ctx.ngrams is None else ngram_proposal(ctx.ngrams, draft_proposal)
+    propose = draft if ctx.hint is None else hinted_draft_proposal(ctx.hint, draft)
     decode_span(ctx, state, stop, spec_window(ctx, window), propose, picker or GreedyPicker())
 
 

@@ -289,9 +289,18 @@ class PlannerModel(nn.Module):
             out[name.removeprefix("decoder.")] = tensor
         return out
 
-    def save_pretrained(self, path: str | Path, tokenizer_json: str | None = None) -> Path:
-        extra = {"tokenizer.json": tokenizer_json} if tokenizer_json is not None else None
-        return save_folder(self.folder_state(), self.config.to_dict(), path, extra)
+    def save_pretrained(
+        self,
+        path: str | Path,
+        tokenizer_json: str | None = None,
+        extra_files: dict[str, str] | None = None,
+    ) -> Path:
+        """The model folder; `extra_files` (name -> text, e.g. the answer n-gram table) are
+        written next to the weights and covered by the manifest."""
+        extra = {"tokenizer.json": tokenizer_json} if tokenizer_json is not None else {}
+        return save_folder(
+            self.folder_state(), self.config.to_dict(), path, extra | (extra_files or {})
+        )
 
     def load_parts(self, state: dict[str, torch.Tensor], where: str) -> None:
         """Load the vision tower, the flow head and the ego encoder in place from a folder's

@@ -14,6 +14,7 @@ import torch
 
 from blockplan.config import DTYPES, PlannerConfig
 from blockplan.decoding.device import DeviceError, resolve_device
+from blockplan.decoding.ngrams import DRAFTS_NAME
 from blockplan.errors import UserError
 from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
 from blockplan.model.presets import (
@@ -85,7 +86,7 @@ def folder_parts(path: str | Path, config: PlannerConfig | None = None) -> Plann
     if not folder.is_dir():
         raise PlannerSetupError(f"{folder}: no such model folder")
     # Every file read below is checked against the manifest first, once.
-    weights = verify_folder(folder, also=(TOKENIZER_NAME, SETTINGS_NAME))
+    weights = verify_folder(folder, also=(TOKENIZER_NAME, SETTINGS_NAME, DRAFTS_NAME))
     model = load_pretrained(folder, verify=False)
     tokenizer_path = folder / TOKENIZER_NAME
     if not tokenizer_path.is_file():

@@ -24,6 +24,7 @@ from blockplan.decoding.decode import DecodeOptions, DecodeResult, decode
 from blockplan.decoding.device import synchronize
 from blockplan.decoding.flow import FlowSampler
 from blockplan.decoding.kv_cache import KVCache
+from blockplan.decoding.ngrams import read_drafts
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
 from blockplan.model.weights import UNVERIFIED
@@ -152,6 +153,8 @@ class Planner:
             self.runner.prepare(self.cache)
         # The last answer (A,): the next plan's first draft (decoding.draft_from_previous).
         self.previous_answer: np.ndarray | None = None
+        # The folder's answer n-gram table (decoding.ngram_drafts), verified with the folder.
+        self.drafts = read_drafts(folder, self.scaffold, mc.decoder.vocab_size)
         # A flow trajectory head (docs/ALGORITHMS.md §7.1): the text sections decode as
         # configured, the head integrates the waypoints over the prefix cache.
         head = getattr(self.model, "flow_head", None)
@@ -211,6 +214,15 @@ class Planner:
         Qwen2.5-VL block-diffusion checkpoint (default config: Fast-dDrive's 3 cameras)."""
         p = folder_parts(path, config)
         return cls(p.model, p.tokenizer, p.config, p.schema, folder=p.folder, weights=p.weights)
+
+    def sibling(self, config: PlannerConfig, backend: Backend | None = None) -> Planner:
+        """A planner over the same model, tokenizer, schema, weights and answer n-gram table
+        with another `config` (e.g. another N of rollouts; `backend`: a runner to share)."""
+        other = Planner(
+            self.model, self.tokenizer, config, self.schema, backend, weights=self.weights
+        )
+        other.drafts = self.drafts
+        return other
 
     @classmethod
     def random_init(
@@ -282,6 +294,7 @@ class Planner:
             cache_attention=self.cache_attention,
             flow=self.flow,
             draft_hint=self.previous_answer if self.config.decoding.draft_from_previous else None,
+            draft_ngrams=self.drafts if self.config.decoding.ngram_drafts else None,
         )
         timings.update(result.timings_ms)
         t3 = time.perf_counter()

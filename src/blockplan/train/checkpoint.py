@@ -46,14 +46,16 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     state: dict[str, Any],
     probe: torch.nn.Module | None = None,
+    extra_files: dict[str, str] | None = None,
 ) -> Path:
-    """Write the checkpoint to a temporary folder, then swap it in (never half-written)."""
+    """Write the checkpoint to a temporary folder, then swap it in (never half-written).
+    `extra_files`: more files of the model folder (`PlannerModel.save_pretrained`)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    model.save_pretrained(tmp / MODEL_DIR, tokenizer_json=tokenizer_json)
+    model.save_pretrained(tmp / MODEL_DIR, tokenizer_json=tokenizer_json, extra_files=extra_files)
     tensors = {}
     params = [p for group in optimizer.param_groups for p in group["params"]]
     for i, p in enumerate(params):

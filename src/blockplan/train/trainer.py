@@ -29,6 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler
 from tqdm import tqdm
 
+from blockplan.decoding.ngrams import draft_files, text_sections
 from blockplan.errors import UserError
 from blockplan.model.ego import LANE_INPUTS, NUM_COLUMNS
 from blockplan.model.planner_model import PlannerModel
@@ -230,6 +231,7 @@ class Trainer:
         progress: bool = True,
     ) -> None:
         self.recipe, self.train_set, self.val_set = recipe, train_set, val_set
+        self.draft_files: dict[str, str] | None = None  # draft_ngrams.json (decoding/ngrams.py)
         self.out = Path(out_dir)
         self.config = config
         self.ctx = ctx or DistContext()
@@ -430,6 +432,10 @@ class Trainer:
             return
         state = {"step": self.step, "best_val": self.best_val, "config": asdict(self.config)}
         tokenizer_json = self.recipe.tokenizer.to_str()
+        if self.draft_files is None:  # the training answers' n-gram table, made once
+            r = self.recipe
+            sections = text_sections(r.scaffold, r.schema, r.tokenizer)
+            self.draft_files = draft_files(r.scaffold, self.train_set.answer_ids, sections)
         save_checkpoint(
             self.out / CHECKPOINT_DIR,
             self.model,
@@ -437,6 +443,7 @@ class Trainer:
             self.optimizer,
             state,
             probe=self.module.probes if len(self.module.probes) else None,
+            extra_files=self.draft_files,
         )
 
     def log(self, record: dict[str, Any]) -> None:
