@@ -51,6 +51,31 @@ def _rviz(context, *args, **kwargs):
     ]
 
 
+NODE_NAME = "blockplan_planner"
+
+
+def _check_params_file(context, *args, **kwargs):
+    """Refuse a params file the node could not use: missing, not YAML, or without a section
+    for this node (a misspelled node name is ignored by ROS without a word)."""
+    import yaml
+
+    path = LaunchConfiguration("params_file").perform(context)
+    if not os.path.isfile(path):
+        raise RuntimeError(f"params_file:={path}: no such file")
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        raise RuntimeError(f"params_file:={path}: cannot read it: {e}") from e
+    keys = list(doc) if isinstance(doc, dict) else []
+    if not any(k == "/**" or "*" in k or k.strip("/").split("/")[-1] == NODE_NAME for k in keys):
+        raise RuntimeError(
+            f"params_file:={path}: no section for node {NODE_NAME!r} (it has {keys}); the "
+            "node would ignore the file"
+        )
+    return []
+
+
 def generate_launch_description():
     share = get_package_share_directory("blockplan")
     params_file = LaunchConfiguration("params_file")
@@ -82,7 +107,7 @@ def generate_launch_description():
     planner = LifecycleNode(
         package="blockplan",
         executable="planner_node",
-        name="blockplan_planner",
+        name=NODE_NAME,
         namespace=namespace,
         parameters=[params_file, overrides, {"model_dir_override": model_dir}],
         output="screen",
@@ -96,9 +121,14 @@ def generate_launch_description():
         ),
         condition=IfCondition(auto_activate),
     )
+    # Activate right after a successful configure only: not after a failed activate (which
+    # also ends in `inactive`: it would retry without end) nor after a manual deactivate.
+    # (handle_once would also do, but an unregistered lifecycle handler keeps `ros2 launch`
+    # from ending on SIGINT.)
     activate_when_inactive = RegisterEventHandler(
         OnStateTransition(
             target_lifecycle_node=planner,
+            start_state="configuring",
             goal_state="inactive",
             entities=[
                 EmitEvent(
@@ -113,4 +143,5 @@ def generate_launch_description():
     )
 
     rviz = OpaqueFunction(function=_rviz)
-    return LaunchDescription([*arguments, planner, activate_when_inactive, configure, rviz])
+    check = OpaqueFunction(function=_check_params_file)
+    return LaunchDescription([*arguments, check, planner, activate_when_inactive, configure, rviz])

@@ -119,3 +119,31 @@ def test_an_invalid_parameter_fails_configure_naming_the_key(graph, repo_root, k
     assert "active:" not in launch.output
     launch.interrupt()
     assert_clean_exit(launch.output)
+
+
+def test_a_model_that_fails_to_load_is_tried_once_and_ctrl_c_still_ends_the_launch(graph):
+    """A failed activate returns the node to `inactive`: the launch file activates once after
+    the start's configure, not again on every return to `inactive` (it once retried without
+    end, re-hashing the weights each time, and ignored SIGINT)."""
+    launch = graph.launch(f"model_dir:={graph.tmp / 'no_model'}")
+    launch.wait_output("activate failed", STARTUP_TIMEOUT_S)
+    time.sleep(3.0)
+    assert launch.output.count("activate failed") == 1, launch.output[-3000:]
+    with watch(graph.domain_id) as w:
+        assert w.state() == "inactive"
+    seconds = launch.interrupt()
+    assert seconds < 5.0, f"ros2 launch took {seconds:.2f} s to end after SIGINT"
+
+
+@pytest.mark.parametrize("problem", ["missing", "misspelled node"])
+def test_a_params_file_the_node_would_ignore_stops_the_launch(graph, repo_root, problem):
+    path = graph.tmp / "params.yaml"
+    if problem == "misspelled node":
+        text = (repo_root / "params" / "planner.yaml").read_text()
+        path.write_text(text.replace("blockplan_planner:", "blockplan_plannr:", 1))
+    launch = graph.launch(f"params_file:={path}")
+    launch.popen.wait(timeout=STARTUP_TIMEOUT_S)
+    out = launch.output
+    expected = "no such file" if problem == "missing" else "no section for node 'blockplan_planner'"
+    assert f"params_file:={path}" in out and expected in out, out[-3000:]
+    assert launch.popen.returncode != 0 and "configured:" not in out
