@@ -49,7 +49,7 @@ def test_config_command_json(capsys):
 
 def test_config_command_reports_bad_file(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("n: {ros__parameters: {decoding: {strategy: beam}}}\n")
+    bad.write_text("blockplan_planner: {ros__parameters: {decoding: {strategy: beam}}}\n")
     assert main(["config", "--params", str(bad)]) == 1
     assert "decoding.strategy='beam'" in capsys.readouterr().err
 

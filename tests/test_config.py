@@ -143,15 +143,24 @@ def test_file_errors(tmp_path):
     with pytest.raises(ConfigError, match="name the one"):
         load_config(path)
     assert load_config(path, "b") == PlannerConfig()
-    path.write_text("node: {params: {}}\n")
+    path.write_text("blockplan_planner: {params: {}}\n")
     with pytest.raises(ConfigError, match="ros__parameters"):
         load_config(path)
+    # a misspelled node name: the node would ignore the file, so the CLI refuses it too
+    path.write_text("blockplan_plannr: {ros__parameters: {control: {rate_hz: 5.0}}}\n")
+    with pytest.raises(ConfigError, match="node 'blockplan_plannr', but the planner node is"):
+        load_config(path)
+    assert load_config(path, "blockplan_plannr").control.rate_hz == 5.0  # named on purpose
+    path.write_text("/**: {ros__parameters: {control: {rate_hz: 5.0}}}\n")
+    assert load_config(path).control.rate_hz == 5.0
     path.write_text(": : :\n")
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(path)
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.yaml")
-    path.write_text(yaml.safe_dump({"n": {"ros__parameters": {"control": {"rate_hz": -1}}}}))
+    path.write_text(
+        yaml.safe_dump({"blockplan_planner": {"ros__parameters": {"control": {"rate_hz": -1}}}})
+    )
     with pytest.raises(ConfigError, match=r"p\.yaml: control\.rate_hz=-1"):
         load_config(path)
 
@@ -181,7 +190,9 @@ def test_overrides_apply_over_the_file_and_are_validated():
 def test_exponent_floats_are_numbers_as_in_ros(tmp_path):
     """PyYAML (YAML 1.1) reads 1.0e3 as a string; ROS 2's parser reads a double."""
     path = tmp_path / "p.yaml"
-    path.write_text("n:\n  ros__parameters:\n    control: {rate_hz: 1.0e3, max_plan_age_s: 5e-1}\n")
+    path.write_text(
+        "blockplan_planner:\n  ros__parameters:\n    control: {rate_hz: 1.0e3, max_plan_age_s: 5e-1}\n"
+    )
     config = load_config(path)
     assert config.control.rate_hz == 1000.0 and config.control.max_plan_age_s == 0.5
     assert load_config(path, overrides=["control.rate_hz=2e1"]).control.rate_hz == 20.0
@@ -190,7 +201,8 @@ def test_exponent_floats_are_numbers_as_in_ros(tmp_path):
 def test_a_key_given_twice_is_an_error(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text(
-        "n:\n  ros__parameters:\n    control:\n      rate_hz: 5.0\n      rate_hz: 20.0\n"
+        "blockplan_planner:\n  ros__parameters:\n    control:\n      rate_hz: 5.0\n"
+        "      rate_hz: 20.0\n"
     )
     with pytest.raises(ConfigError, match=r"line 5: the key 'rate_hz' is given twice \(lines 4"):
         load_config(path)

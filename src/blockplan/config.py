@@ -26,6 +26,7 @@ import yaml
 
 from blockplan.errors import ConfigError
 from blockplan.params_file import (
+    PLANNER_NODE_NAME,
     flatten_params,
     load_yaml,
     read_params_file,
@@ -50,7 +51,7 @@ STALE_CAMERA_POLICIES = ("wait", "degrade", "fallback")
 FALLBACK_POLICIES = ("stop", "hold_last")
 TIMING_MODES = ("ideal", "measured")
 DTYPES = ("float32", "float64", "float16", "bfloat16")
-DEFAULT_NODE_NAME = "blockplan_planner"
+DEFAULT_NODE_NAME = PLANNER_NODE_NAME
 DEFAULT_CAMERA_TOPIC = "/camera/{name}/image_raw"  # .format(name=...): a camera's default topic
 
 

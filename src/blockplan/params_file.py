@@ -80,6 +80,9 @@ def _yaml_problem(error: Exception) -> str:
     return str(error)
 
 
+PLANNER_NODE_NAME = "blockplan_planner"  # the node's name in every launch file
+
+
 def load_yaml(text: str) -> Any:
     """One YAML document read with `ParamsLoader` (params files, `--set` values)."""
     return yaml.load(text, Loader=ParamsLoader)  # a SafeLoader: plain data only
@@ -88,7 +91,8 @@ def load_yaml(text: str) -> Any:
 def read_params_file(path: str | Path, node_name: str | None = None) -> dict[str, Any]:
     """Read the `ros__parameters` of one node from a ROS 2 parameter YAML file.
 
-    With `node_name=None` the file must hold exactly one node (or the `/**` wildcard).
+    With `node_name=None` the file must hold exactly one node: the planner's
+    (`PLANNER_NODE_NAME`) or the `/**` wildcard.
     """
     path = Path(path)
     try:
@@ -101,6 +105,12 @@ def read_params_file(path: str | Path, node_name: str | None = None) -> dict[str
         if len(doc) != 1:
             raise ConfigError(f"{path}: holds nodes {sorted(doc)}; name the one to load")
         node_name = next(iter(doc))
+        if node_name not in (PLANNER_NODE_NAME, "/**"):
+            raise ConfigError(
+                f"{path}: holds parameters for node {node_name!r}, but the planner node is "
+                f"{PLANNER_NODE_NAME!r}: the node would ignore them (rename the key, use "
+                "'/**', or name the node: blockplan config --node NAME)"
+            )
     section = doc.get(node_name, doc.get("/**"))
     if not isinstance(section, dict) or "ros__parameters" not in section:
         raise ConfigError(f"{path}: no 'ros__parameters' for node {node_name!r}")
