@@ -76,6 +76,11 @@ class Planner:
         what the weights are, as runs report it ("sha256-verified", "unverified" or
         "random-init"; default: "random-init" without a folder, else "unverified")."""
         mc = model.config
+        if config.model.embodiment != mc.embodiment:  # first: it explains the other mismatches
+            raise PlannerSetupError(
+                f"model.embodiment={config.model.embodiment!r}: the model is a "
+                f"{mc.embodiment} model (a robot model runs with params/robot.yaml)"
+            )
         if tuple(config.camera_names) != mc.camera_names:
             raise PlannerSetupError(
                 f"cameras.names={list(config.camera_names)}: the model was built for "
@@ -108,10 +113,6 @@ class Planner:
         self.tokenizer = tokenizer
         # The embodiment's answer format (planner/embodiment.py): scaffold, prompt, parser.
         embodiment = mc.embodiment
-        if config.model.embodiment != embodiment:
-            raise PlannerSetupError(
-                f"model.embodiment={config.model.embodiment!r}: the model is a {embodiment} model"
-            )
         self.schema = schema or schema_from(mc.schema, embodiment)
         self.format = answer_format(self.schema)
         self.scaffold = self.format.scaffold(tokenizer, mc.block_size)
