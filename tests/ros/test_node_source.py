@@ -91,3 +91,37 @@ def test_the_node_subclasses_the_lifecycle_node_and_overrides_every_transition(r
     methods = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
     for transition in ("configure", "activate", "deactivate", "cleanup", "shutdown", "error"):
         assert f"on_{transition}" in methods
+
+
+def test_the_runtime_warnings_go_through_the_nodes_logger(capsys):
+    """`ros.logs`: the package's Python warnings reach the node's ROS logger (severity,
+    stamp, /rosout), once, and a dead ROS logger falls back to stderr."""
+    import logging
+
+    from blockplan.ros.logs import route_package_logging, unroute_package_logging
+
+    class RosLogger:
+        def __init__(self) -> None:
+            self.lines: list[tuple[str, str]] = []
+
+        def info(self, m):
+            self.lines.append(("info", m))
+
+        def warning(self, m):
+            self.lines.append(("warning", m))
+
+        def error(self, m):
+            raise RuntimeError("the context is shut down")
+
+    ros = RosLogger()
+    handler = route_package_logging(ros)
+    try:
+        logging.getLogger("blockplan.runtime.core").warning("time jump, runtime reset: %s", "x")
+        logging.getLogger("blockplan.runtime.core").info("applied")
+        logging.getLogger("blockplan.runtime.core").debug("not shown")
+        logging.getLogger("blockplan.runtime.core").error("late")
+    finally:
+        unroute_package_logging(handler)
+    assert ros.lines == [("warning", "time jump, runtime reset: x"), ("info", "applied")]
+    assert "[ERROR] blockplan.runtime.core: late" in capsys.readouterr().err
+    assert logging.getLogger("blockplan").propagate  # back to normal once the node is gone

@@ -88,6 +88,7 @@ from blockplan.ros.interfaces import (
     RosClock,
     parameter_descriptor,
 )
+from blockplan.ros.logs import route_package_logging, unroute_package_logging
 from blockplan.ros.params import (
     ParameterSpec,
     base_parameter_specs,
@@ -126,6 +127,8 @@ class PlannerNode(Node):
         self._warmup_ms = 0.0
         self._weights: str | None = None  # what the loaded model's weights are (diagnostics)
         self._backend: str | None = None  # the backend it runs on (model.backend resolved)
+        # the runtime's Python warnings (time jumps, stale inputs) as this node's log lines
+        self._log_route = route_package_logging(self.get_logger())
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -210,6 +213,10 @@ class PlannerNode(Node):
         self.release()
         self.get_logger().error(f"error (from {state.label}): everything released, unconfigured")
         return TransitionCallbackReturn.SUCCESS
+
+    def destroy_node(self) -> None:
+        unroute_package_logging(self._log_route)
+        super().destroy_node()
 
     def release(self, exiting: bool = False) -> None:
         """Stop the loop, drop the model and every publisher / subscription (any state).
