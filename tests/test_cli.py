@@ -54,7 +54,7 @@ def test_config_command_reports_bad_file(tmp_path, capsys):
     assert "decoding.strategy='beam'" in capsys.readouterr().err
 
 
-def test_play_parses_silence_and_names_what_is_missing_without_ros(capsys):
+def test_play_parses_silence_and_names_what_is_missing_without_ros(capsys, tmp_path):
     import argparse
     import importlib.util
 
@@ -68,6 +68,10 @@ def test_play_parses_silence_and_names_what_is_missing_without_ros(capsys):
             assert "TOPIC@SECONDS" in str(e)
         else:
             raise AssertionError(bad)
+    assert main(["play", str(tmp_path / "none.mcap")]) == 1  # the bag first, ROS or not
+    assert "none.mcap: no such bag" in capsys.readouterr().err
     if importlib.util.find_spec("rclpy") is None:
-        assert main(["play", "some.mcap"]) == 1
+        bag = tmp_path / "some.mcap"
+        bag.write_bytes(b"")
+        assert main(["play", str(bag)]) == 1
         assert "needs ROS 2 (rclpy)" in capsys.readouterr().err

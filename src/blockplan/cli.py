@@ -85,9 +85,15 @@ def _command_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
     return parser, module
 
 
+QUIET_LIBRARIES = ("OpenGL",)  # INFO at import (no OpenGL_accelerate): noise for our users
+
+
 def setup_logging(verbose: bool, quiet: bool) -> None:
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if not verbose:
+        for name in QUIET_LIBRARIES:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -86,6 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not Path(args.bag).exists():  # the user's mistake first, before the environment's
+        print(f"error: {args.bag}: no such bag", file=sys.stderr)
+        return 1
     try:
         from blockplan.ros.player import PlayOptions, run_player
     except ImportError as e:
