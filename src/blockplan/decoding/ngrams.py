@@ -1,15 +1,17 @@
-"""Answer n-gram drafts: proposals for the worded slots without a draft forward.
+"""Answer n-gram drafts: proposals for the free-text slots without a draft forward.
 
-The yes/no flags, the explanation and the meta-behaviour words of an answer come from a
-small language (a labeler's phrases, or a model's habits), so the tokens that followed the
-same few tokens in the training answers are a good guess of the next one. `AnswerNgrams`
-holds, for every context of 1..`order` answer tokens seen in the training answers, the
-token that most often came next (ties: the smallest id, so the table is a function of the
-answers). A scaffold spec window in one of its `sections` is proposed greedily from it:
-each unknown slot gets the next id of the longest context it knows, given the tokens before
-it (known, or proposed just before). The verify decides as always, so the tokens never
-depend on the table (greedy: AR's); a good table only saves the draft forward of each
-window and accepts more per verify. Where the table knows no context the model drafts.
+An answer's explanation comes from a small language (a labeler's phrases, or a model's
+habits), so the tokens that followed the same few tokens in the training answers are a
+good guess of the next one. `AnswerNgrams` holds, for every context of 1..`order` answer
+tokens seen before the slots of its `sections` in the training answers, the token that most
+often came next (ties: the smallest id, so the table is a function of the answers). A
+scaffold spec window in one of those sections is proposed greedily from it: each unknown
+slot gets the next id of the longest context it knows, given the tokens before it (known,
+or proposed just before). The verify decides as always, so the tokens never depend on the
+table (greedy: AR's); a good table only saves the draft forward of each window and accepts
+more per verify. Where the table knows no context the model drafts. Only free-text sections
+are drafted this way (`text_sections`): the flags and meta words are decided by the scene,
+which the model's own draft reads better (measured in docs/BENCHMARKS.md).
 
 Files: `draft_ngrams.json` in a model folder (covered by its manifest), written by
 `blockplan train` from the training answers; `fit` builds one from any (N, A) answers.
