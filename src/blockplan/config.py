@@ -149,9 +149,9 @@ class DecodingConfig:
     # scaffold_spec / rollouts: the previous plan's answer is each block's first draft (no
     # draft forward); fewer forwards when consecutive answers agree, the same tokens
     draft_from_previous: bool = True
-    # scaffold_spec / rollouts: the worded sections (flags, explanation, meta behaviour) are
-    # drafted from the model folder's answer n-gram table (draft_ngrams.json) where it has
-    # one, instead of a draft forward; the same tokens, fewer forwards
+    # scaffold_spec / rollouts: the free-text section (the explanation) is drafted from the
+    # model folder's answer n-gram table (draft_ngrams.json) where it has one, instead of a
+    # draft forward; the same tokens, fewer forwards
     ngram_drafts: bool = True
     # scaffold spec's verify windows: "adaptive" (a block's first window is the whole block;
     # after a rejection the next covers at most twice the editable slots the last one

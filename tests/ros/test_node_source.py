@@ -124,4 +124,5 @@ def test_the_runtime_warnings_go_through_the_nodes_logger(capsys):
         unroute_package_logging(handler)
     assert ros.lines == [("warning", "time jump, runtime reset: x"), ("info", "applied")]
     assert "[ERROR] blockplan.runtime.core: late" in capsys.readouterr().err
-    assert logging.getLogger("blockplan").propagate  # back to normal once the node is gone
+    package = logging.getLogger("blockplan")  # back to normal once the node is gone
+    assert package.propagate and package.level == logging.NOTSET

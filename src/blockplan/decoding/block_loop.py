@@ -122,7 +122,7 @@ class DecodeContext:
     # (A,) a guess of the answer (the previous plan's), proposed before any draft forward by
     # scaffold spec (`strategies.hinted_draft_proposal`); None: model drafts only.
     hint: torch.Tensor | None = None
-    # the answer n-gram table (`decoding.ngrams`): scaffold spec proposes the worded sections
+    # the answer n-gram table (`decoding.ngrams`): scaffold spec proposes the free-text sections
     # from it without a draft forward; None: model drafts only.
     ngrams: AnswerNgrams | None = None
     _banned: dict = field(default_factory=dict, repr=False)  # banned ids as a tensor per device

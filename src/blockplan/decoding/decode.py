@@ -165,7 +165,7 @@ def decode(
     forwards the answer takes, never which tokens it has. A hint whose shape or structural
     tokens do not match `scaffold` is not used.
     `draft_ngrams`: the answer n-gram table (decoding/ngrams.py) scaffold spec proposes the
-    worded sections from; again only the forward count depends on it.
+    free-text sections from; again only the forward count depends on it.
     """
     P, A = embeds.shape[1], len(scaffold)
     if cache is None:

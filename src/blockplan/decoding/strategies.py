@@ -314,7 +314,7 @@ def decode_scaffold_spec(
     window: str = "adaptive",
 ) -> None:
     """Draft forward + verify per window; with `ctx.hint`, hinted drafts first; with
-    `ctx.ngrams`, the worded sections drafted from the table instead of a forward."""
+    `ctx.ngrams`, the free-text sections drafted from the table instead of a forward."""
     stop = len(ctx.scaffold) if stop is None else stop
     draft = draft_proposal if ctx.ngrams is None else ngram_proposal(ctx.ngrams, draft_proposal)
     propose = draft if ctx.hint is None else hinted_draft_proposal(ctx.hint, draft)

@@ -12,12 +12,13 @@ PACKAGE_LOGGER = "blockplan"
 
 
 class RosLogHandler(logging.Handler):
-    """Forwards records to a ROS logger (`node.get_logger()`: .debug/.info/.warning/.error);
-    after the ROS context is gone (Ctrl-C) the line goes to stderr instead."""
+    """Forwards INFO-and-up records to a ROS logger (`node.get_logger()`: .info/.warning/
+    .error); after the ROS context is gone (Ctrl-C) the line goes to stderr instead."""
 
     def __init__(self, ros_logger: Any) -> None:
         super().__init__(logging.INFO)
         self.ros_logger = ros_logger
+        self.level_before = logging.NOTSET  # the package logger's level, restored at the end
 
     def emit(self, record: logging.LogRecord) -> None:
         line = self.format(record)
@@ -39,6 +40,7 @@ def route_package_logging(ros_logger: Any) -> RosLogHandler:
     handler = RosLogHandler(ros_logger)
     package = logging.getLogger(PACKAGE_LOGGER)
     package.addHandler(handler)
+    handler.level_before = package.level
     if package.level == logging.NOTSET or package.level > logging.INFO:
         package.setLevel(logging.INFO)
     package.propagate = False  # not printed a second time, bare, by the root's handlers
@@ -48,4 +50,6 @@ def route_package_logging(ros_logger: Any) -> RosLogHandler:
 def unroute_package_logging(handler: RosLogHandler) -> None:
     package = logging.getLogger(PACKAGE_LOGGER)
     package.removeHandler(handler)
-    package.propagate = not any(isinstance(h, RosLogHandler) for h in package.handlers)
+    if not any(isinstance(h, RosLogHandler) for h in package.handlers):
+        package.propagate = True
+        package.setLevel(handler.level_before)
