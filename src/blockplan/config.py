@@ -488,6 +488,10 @@ class TopicsConfig:
     # (position.y) and heading error (yaw), from the localisation; read by models whose ego
     # encoder takes the lane pose (model/ego.py), ignored by the others.
     lane_pose: str = "/localization/lane_pose"
+    # nav_msgs/Odometry of the car ahead in the ego's lane, in base_link: the gap
+    # (pose.position.x, infinite when none) and its speed (twist.linear.x), from a tracker or
+    # an ACC radar; read by models whose ego encoder takes it (model/ego.py).
+    lead_vehicle: str = "/perception/lead_vehicle"
     trajectory: str = "/planning/trajectory"
     rollouts: str = "/planning/rollouts"
     reasoning: str = "/planning/reasoning"

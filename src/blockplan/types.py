@@ -114,6 +114,8 @@ class Observation:
     ego_history: oldest→newest, the last entry is the ego state at t0.
     lane_pose: the ego's pose in its lane at t0 from the localisation, (left-positive offset
     from the lane centre in m, heading error against the lane in rad); None when unknown.
+    lead: the car ahead in the ego's lane at t0 from the tracker, (gap in m, its speed in
+    m/s); the gap is infinite when no car is ahead; None when unknown.
     """
 
     stamp_ns: int
@@ -121,6 +123,7 @@ class Observation:
     ego_history: tuple[EgoState, ...]
     route_command: str = DEFAULT_ROUTE_COMMAND
     lane_pose: tuple[float, float] | None = None
+    lead: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)

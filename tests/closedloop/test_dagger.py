@@ -112,8 +112,9 @@ def test_a_missing_policy_model_is_a_clear_error(tmp_path, capsys) -> None:
 
 def test_a_branch_sample_is_what_the_runtime_showed_the_planner(rig) -> None:
     """Train/serve parity for on-policy samples: the prompt (token ids, the encoder's history
-    rows), the lane pose and the camera frames of a branch's sample are those of the
-    Observation the runtime built at that tick of the drive."""
+    rows), the lane pose, the car ahead (the data set rounds it to 0.01) and the camera
+    frames of a branch's sample are those of the Observation the runtime built at that tick
+    of the drive."""
     from blockplan.closedloop.dagger import branch_arrays
     from blockplan.closedloop.world import STAMP_OFFSET_S
     from blockplan.config import default_params_path, load_config
@@ -125,7 +126,7 @@ def test_a_branch_sample_is_what_the_runtime_showed_the_planner(rig) -> None:
     from blockplan.train.recipe import Recipe
 
     recipe = Recipe.build("reference", tuple(rig.names), 2, ego_tokens=4, ego_lane_pose=True)
-    planner = RecordingPlanner(recipe.schema, reads_lane_pose=True)
+    planner = RecordingPlanner(recipe.schema, reads_lane_pose=True, reads_lead=True)
     config = load_config(default_params_path())
     spec = EpisodeSpec(get_scenario("roundabout"), 914, 8.0)
     episode = run_dagger_episode(spec, planner, config, rig, 0.5, first_branch_s=0.5)
@@ -148,6 +149,11 @@ def test_a_branch_sample_is_what_the_runtime_showed_the_planner(rig) -> None:
         )
         np.testing.assert_allclose(layout.ego_history, history, atol=1e-5)
         np.testing.assert_allclose(seen.lane_pose, sample.lane_pose, atol=1e-6)
+        assert seen.lead is not None and sample.lead is not None
+        if np.isinf(sample.lead[0]):
+            assert np.isinf(seen.lead[0])
+        else:
+            np.testing.assert_allclose(seen.lead, sample.lead, atol=0.006)
         assert len(seen.frames) == len(sample.frames)
         for a, b in zip(seen.frames, sample.frames, strict=True):
             assert a.camera == b.camera

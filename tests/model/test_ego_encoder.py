@@ -393,3 +393,99 @@ def test_training_and_serving_give_the_encoder_the_same_lane_pose():
     torch.testing.assert_close(trained, served, rtol=1e-5, atol=1e-5)
     plain = Recipe.build("test", tuple(config.camera_names), 2, ego_tokens=4)
     assert not Planner(PlannerModel(plain.model_config), plain.tokenizer, config).reads_lane_pose
+
+
+def test_an_encoder_with_the_car_ahead_reads_gap_and_speed_and_knows_when_it_is_missing(
+    tmp_path,
+):
+    """`lead`: the car ahead as five inputs after all the others. No car ahead (an infinite
+    gap) is known; a NaN gap (no tracker) is unknown and enters as zeros, as None does."""
+    from blockplan.model.ego import LEAD_INPUTS, lead_inputs
+
+    inf, nan = float("inf"), float("nan")
+    ahead = torch.tensor([[20.0, 15.0], [inf, nan], [nan, 10.0], [2.0, 5.0], [30.0, nan]])
+    got = lead_inputs(ahead, (5,))
+    want = [
+        [1.0, 1.0, 0.5, 0.2, 1.5],  # known, present, 10 m / gap, gap / 100 m, speed / 10
+        [1.0, 0.0, 0.0, 1.0, 0.0],  # none ahead: known, the road free to 100 m
+        [0.0] * 5,  # unknown
+        [1.0, 1.0, 5.0, 0.02, 0.5],  # 10 m / gap capped
+        [0.0] * 5,  # a car without a speed: unknown as a whole
+    ]
+    torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float64))
+    torch.testing.assert_close(lead_inputs(None, (2,)), torch.zeros(2, LEAD_INPUTS))
+    with pytest.raises(ValueError, match="lead shape"):
+        lead_inputs(torch.zeros(3), (2,))
+
+    lead = Recipe.build("test", CAMERAS, 2, ego_tokens=4, ego_lane_pose=True, ego_lead=True)
+    torch.manual_seed(0)
+    model = PlannerModel(lead.model_config).eval()
+    assert model.ego_encoder.net[0].in_features == 3 * 6 + 3 + LEAD_INPUTS
+    model.save_pretrained(tmp_path / "lead", tokenizer_json=lead.tokenizer.to_str())
+    raw = json.loads((tmp_path / "lead" / "config.json").read_text())
+    assert raw["ego_encoder"]["lead"] is True
+    assert load_pretrained(tmp_path / "lead").config == model.config
+    plain = Recipe.build("test", CAMERAS, 2, ego_tokens=4)
+    assert "lead" not in plain.model_config.ego_encoder.to_dict()  # old folders unchanged
+    with pytest.raises(ModelConfigError, match="lead"):
+        EgoEncoderConfig(lead=1)
+
+    layout = _render(lead, _history(0))
+    assert np.isnan(layout.lead).all()  # no observation: unknown
+    ids = torch.tensor(layout.token_ids)
+    G, W = lead.model_config.tokens_per_image, model.decoder_config.hidden_size
+    visual = torch.randn(len(CAMERAS) * 2, G, W)
+    start, end = layout.ego_span
+
+    def slots(value):
+        kw = layout.ego_inputs() | ({} if value is None else {"lead": np.array(value)})
+        with torch.no_grad():
+            return model.embed_prompt(ids, layout.image_spans, visual, **kw)[0, start:end]
+
+    unknown, close, free = slots(None), slots([15.0, 20.0]), slots([inf, nan])
+    faster = slots([15.0, 25.0])
+    for a, b in ((unknown, close), (close, free), (close, faster), (unknown, free)):
+        assert not torch.allclose(a, b)
+    torch.testing.assert_close(slots([nan, nan]), unknown)
+
+
+def test_training_and_serving_give_the_encoder_the_same_car_ahead():
+    """Planner.embed of an Observation with a car ahead equals SASDModule.prompt_embeds of
+    the data set row with it; a model without the input does not read it."""
+    from blockplan.config import PlannerConfig
+    from blockplan.planner.planner import Planner
+    from blockplan.planner.synthetic import synthetic_observation
+    from blockplan.train.examples import ExampleEncoder
+    from blockplan.train.objective import SASDModule
+
+    config = PlannerConfig()
+    names = tuple(config.camera_names)
+    lead = Recipe.build("test", names, 2, ego_tokens=4, ego_lane_pose=True, ego_lead=True)
+    torch.manual_seed(0)
+    model = PlannerModel(lead.model_config).eval()
+    torch.nn.init.normal_(model.ego_encoder.net[0].weight, std=0.5)
+    planner = Planner(model, lead.tokenizer, config, lead.schema)
+    assert planner.reads_lead and planner.reads_lane_pose
+    vision = lead.model_config.vision
+    size = (vision.image_height, vision.image_width)
+    obs = synthetic_observation(config, seed=3, size=size, schema=lead.schema)
+    obs = dataclasses.replace(obs, lane_pose=(-0.6, 0.04), lead=(23.5, 17.25))
+    served, layout = planner.embed(obs, {})
+    np.testing.assert_array_equal(layout.lead, [23.5, 17.25])
+    encoder = ExampleEncoder(lead)
+    history = ego_history_array(obs.ego_history, obs.stamp_ns, lead.schema)
+    images = np.stack([encoder.resize(f.image[None])[0] for f in obs.frames])
+    module = SASDModule(model, lead).eval()
+    with torch.no_grad():
+        trained = module.prompt_embeds(
+            torch.tensor(encoder.prompt_ids(history, obs.route_command))[None],
+            torch.from_numpy(images)[None],
+            torch.tensor(history, dtype=torch.float32)[None],
+            lane_input=torch.tensor([[-0.6, 0.04]]),
+            lead_input=torch.tensor([[23.5, 17.25]]),
+        )
+    torch.testing.assert_close(trained, served, rtol=1e-5, atol=1e-5)
+    moved, _ = planner.embed(dataclasses.replace(obs, lead=(23.5, 10.0)), {})
+    assert not torch.allclose(moved, served)
+    plain = Recipe.build("test", names, 2, ego_tokens=4)
+    assert not Planner(PlannerModel(plain.model_config), plain.tokenizer, config).reads_lead

@@ -259,6 +259,13 @@ def test_a_camera_topic_of_the_wrong_type_is_named_as_such(tmp_path, capsys, cap
     assert topics.missing_cameras == ("/camera/rear/image_raw",)
     assert "in the bag as std_msgs/msg/String" in topics.why_missing("/camera/rear/image_raw")
     assert topics.why_missing("/odom") == "is not in the bag"
+    # The car ahead is read only as nav_msgs/Odometry; another type is named, not read.
+    present["/perception/lead_vehicle"] = TopicSummary("geometry_msgs/msg/PoseStamped", 10)
+    topics = resolve_topics(PlannerConfig(), present)
+    assert topics.lead is None and "PoseStamped" in topics.why_missing("/perception/lead_vehicle")
+    present["/perception/lead_vehicle"] = TopicSummary("nav_msgs/msg/Odometry", 10)
+    topics = resolve_topics(PlannerConfig(), present)
+    assert topics.lead == "/perception/lead_vehicle" and topics.lead in topics.all
 
 
 # ---------------------------------------------------------------- what the outputs say

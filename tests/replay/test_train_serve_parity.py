@@ -1,7 +1,9 @@
 """Train/serve parity: the prompt the runtime builds while replaying an episode's bag is the
 prompt training saw for the same instant (a `blockplan dataset` sample), token for token
-(and, for a numeric ego encoder, the history rows it reads, to float32 precision, and the
-lane pose an encoder with `lane_pose` reads, from /localization/lane_pose).
+(and, for a numeric ego encoder, the history rows it reads, to float32 precision, the
+lane pose an encoder with `lane_pose` reads, from /localization/lane_pose, and the car
+ahead an encoder with `lead` reads, from /perception/lead_vehicle; the data set rounds that
+one to 0.01 m and 0.01 m/s).
 
 Both come from the CLI: `blockplan dataset` writes the sample (ego history from the recorded
 states, sim/labels.py; frames `frame_period_s` apart), `blockplan simulate` writes the same
@@ -80,14 +82,21 @@ def episode(tmp_path_factory):
     return data, entry, bag
 
 
-def _replayed(bag: Path, schema, reads_lane_pose: bool) -> dict:
+def _replayed(bag: Path, schema, reads_lane_pose: bool, reads_lead: bool = False) -> dict:
     config = load_config(default_params_path())
-    observations = bag_observations(bag, config, schema, reads_lane_pose)
+    observations = bag_observations(bag, config, schema, reads_lane_pose, reads_lead)
     return {o.stamp_ns: o for o in observations}
 
 
 @pytest.mark.parametrize(
-    "which", ["shipped model", "default schema", "ego encoder", "ego encoder with lane pose"]
+    "which",
+    [
+        "shipped model",
+        "default schema",
+        "ego encoder",
+        "ego encoder with lane pose",
+        "ego encoder with lane pose and lead",
+    ],
 )
 def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
     from blockplan.train.evaluate import recipe_of_folder
@@ -109,12 +118,14 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
             ("front_left", "front", "front_right", "rear"),
             2,
             ego_tokens=4,
-            ego_lane_pose=which.endswith("lane pose"),
+            ego_lane_pose="lane pose" in which,
+            ego_lead=which.endswith("lead"),
         )
     examples = load_shards(data, entry["split"], recipe, with_images=False)
     encoder = recipe.model_config.ego_encoder
     reads_lane_pose = encoder is not None and encoder.lane_pose
-    seen = _replayed(bag, recipe.schema, reads_lane_pose)
+    reads_lead = encoder is not None and encoder.lead
+    seen = _replayed(bag, recipe.schema, reads_lane_pose, reads_lead)
     shard = load_shard(data / entry["shard"])
     mc = recipe.model_config
     assert len(examples) == 4
@@ -122,6 +133,7 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
     # message, whose acceleration the runtime cannot derive (no earlier sample) while the
     # data set holds the simulator's: that one row is the only difference, so it is skipped.
     first = 1 if which == "default schema" else 0
+    cars = 0
     for i in range(first, len(examples)):
         observation = seen[int(examples.stamp_ns[i]) + DEFAULT_START_NS]
         layout = render_prompt(
@@ -141,6 +153,16 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
             np.testing.assert_allclose(layout.lane_pose, examples.lane_pose[i], atol=1e-6)
         else:
             assert observation.lane_pose is None
+        if reads_lead:  # the tracker's report at t0 is the sample's `lead` (inf: none ahead)
+            want = examples.lead[i]
+            assert not np.isnan(want[0])
+            if np.isinf(want[0]):
+                assert np.isinf(layout.lead[0])
+            else:
+                cars += 1
+                np.testing.assert_allclose(layout.lead, want, atol=0.006)
+        else:
+            assert observation.lead is None
         assert observation.route_command == str(shard["route_command"][i])
         # The frame window: the same stamps (trained spacing) and the same pixels.
         names = [str(n) for n in shard["camera_names"]]
@@ -149,6 +171,8 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
             k, t = names.index(frame.camera), j % T
             assert frame.stamp_ns - DEFAULT_START_NS == shard["frame_stamps_ns"][i, t]
             np.testing.assert_array_equal(frame.image, shard["images"][i, k, t])
+    if reads_lead:
+        assert cars > 0  # the comparison covered a car ahead, not only empty road
 
 
 def test_runtime_takes_the_history_from_the_planner(repo_root):
@@ -190,7 +214,8 @@ def test_the_shipped_model_streams_exactly_on_a_replayed_episode(episode):
         planner = Planner.from_folder(MODEL, config)
         assert (planner.vision_cache is not None) == (mode == "on")
         lane = getattr(planner, "reads_lane_pose", False)
-        observations = bag_observations(bag, planner.config, planner.schema, lane)[:12]
+        lead = getattr(planner, "reads_lead", False)
+        observations = bag_observations(bag, planner.config, planner.schema, lane, lead)[:12]
         tokens = []
         for obs in observations:
             planner.previous_answer = None

@@ -25,6 +25,7 @@ from blockplan.bags import (  # noqa: E402
     ego_to_odometry,
     encode_image,
     lane_pose_to_msg,
+    lead_to_msg,
 )
 from blockplan.ros.interfaces import CAMERA_QOS  # noqa: E402
 from blockplan.ros.node import PlannerNode  # noqa: E402
@@ -56,8 +57,9 @@ def _planner(context, **overrides) -> PlannerNode:
 
 
 class Vehicle(Node):
-    """Publishes a camera at 20 Hz, odometry and the lane pose at 50 Hz (stamped now, driving
-    at SPEED, 0.4 m left of the lane centre) and records what the planner publishes."""
+    """Publishes a camera at 20 Hz, odometry, the lane pose and the car ahead at 50 Hz
+    (stamped now, driving at SPEED, 0.4 m left of the lane centre, a car 35 m ahead at
+    12 m/s) and records what the planner publishes."""
 
     def __init__(self, context) -> None:
         super().__init__("fake_vehicle", context=context)
@@ -69,6 +71,9 @@ class Vehicle(Node):
         self.odom_pub = self.create_publisher(cls("nav_msgs/msg/Odometry"), "odom", 10)
         self.lane_pub = self.create_publisher(
             cls("geometry_msgs/msg/PoseStamped"), "localization/lane_pose", 10
+        )
+        self.lead_pub = self.create_publisher(
+            cls("nav_msgs/msg/Odometry"), "perception/lead_vehicle", 10
         )
         self.paths: list[tuple[float, object]] = []
         self.reasoning: list[dict] = []
@@ -107,6 +112,7 @@ class Vehicle(Node):
         ego = EgoState(now, x=SPEED * (now - self.start_ns) * 1e-9, y=0.0, yaw=0.0, v_x=SPEED)
         self.odom_pub.publish(ego_to_odometry(self.ns, ego))
         self.lane_pub.publish(lane_pose_to_msg(self.ns, now, 0.4, -0.02))
+        self.lead_pub.publish(lead_to_msg(self.ns, now, 35.0, 12.0, "base_link"))
 
 
 def _spin(context, nodes):
@@ -140,8 +146,10 @@ def test_active_node_publishes_a_path_at_the_control_rate(context):
         names = {s.name for msg in vehicle.diagnostics for s in msg.status}
         assert {"blockplan: model", "blockplan: control loop"} <= names
         # The lane pose reaches the runtime (models whose encoder reads it get it).
-        stamp, pose = planner._runtime.lane_poses[-1]
+        stamp, pose = planner._runtime.lane_poses.newest()
         assert stamp > vehicle.start_ns and pose == pytest.approx((0.4, -0.02))
+        stamp, lead = planner._runtime.leads.newest()  # and the car ahead likewise
+        assert stamp > vehicle.start_ns and lead == pytest.approx((35.0, 12.0))
 
         assert planner.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
         assert gc.get_freeze_count() == 0

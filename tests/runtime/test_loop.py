@@ -353,3 +353,50 @@ def test_a_planner_that_does_not_read_the_lane_pose_is_not_given_it() -> None:
     drive.step()
     assert planner.seen[-1].lane_pose is None
     assert runtime.metrics()["requests_without_lane_pose"] == 0
+
+
+class LeadPlanner(ConstantVelocityPlanner):
+    """A planner whose model reads the car ahead; keeps what each request carried."""
+
+    reads_lead = True
+
+    def __init__(self) -> None:
+        self.leads: list[tuple[float, float] | None] = []
+
+    def plan(self, observation: Observation) -> Plan:
+        self.leads.append(observation.lead)
+        return super().plan(observation)
+
+
+def test_the_car_ahead_goes_to_a_planner_that_reads_it_while_it_is_fresh() -> None:
+    """The tracker's report is used like the lane pose (newest not after the window, at most
+    max_lead_age_s old); "no car ahead" (an infinite gap) is a report, a NaN or non-positive
+    gap or a car without a speed is rejected and counted; a time jump forgets them."""
+    planner = LeadPlanner()
+    runtime, drive = _runtime("ideal", planner=planner)
+    drive.step()  # t = 1.1 s: no report yet
+    runtime.on_lead(drive.t + 100 * MS, 32.0, 18.5)  # stamped 1.2 s
+    drive.step()  # 1.2 s
+    runtime.on_lead(drive.t + 150 * MS, float("inf"), float("nan"))  # 1.35 s: none ahead
+    runtime.on_lead(drive.t + 120 * MS, 5.0, 5.0)  # late (older than the newest): dropped
+    drive.step()  # 1.3 s: never a report from after the window's stamp
+    drive.run(3)  # 1.4-1.6 s: the newer report, up to 0.25 s old
+    drive.step()  # 1.7 s: too old
+    none_ahead = planner.leads[3]
+    assert planner.leads[:3] == [None, (32.0, 18.5), (32.0, 18.5)]
+    assert none_ahead[0] == float("inf") and np.isnan(none_ahead[1])
+    assert planner.leads[-1] is None and len(planner.leads) == 7
+    assert runtime.metrics()["requests_without_lead"] == 2
+    for gap, speed in ((float("nan"), 1.0), (0.0, 1.0), (-3.0, 1.0), (20.0, float("nan"))):
+        runtime.on_lead(drive.t, gap, speed)
+    assert runtime.metrics()["lead_invalid"] == 4
+    assert runtime.metrics()["requests_without_lane_pose"] == 0  # it does not read that
+
+
+def test_a_planner_that_does_not_read_the_car_ahead_is_not_given_it() -> None:
+    planner = LanePlanner()
+    runtime, drive = _runtime("ideal", planner=planner)
+    runtime.on_lead(drive.t + 100 * MS, 30.0, 10.0)
+    drive.step()
+    assert runtime.metrics()["requests_without_lead"] == 0
+    assert runtime.lead_at(drive.t) == (30.0, 10.0)  # kept, just not handed over

@@ -13,6 +13,7 @@ from blockplan.sim.topics import (
     GT_LABELS_TOPIC,
     GT_PATH_TOPIC,
     LANE_POSE_TOPIC,
+    LEAD_TOPIC,
     ODOM_TOPIC,
     TF_STATIC_TOPIC,
     TF_TOPIC,
@@ -40,12 +41,18 @@ def test_mcap_bag_decodes_with_the_independent_mcap_reader(tmp_path, capsys) -> 
     counts: dict[str, int] = {}
     types: dict[str, str] = {}
     first: dict[str, object] = {}
+    leads: dict[tuple[int, int], object] = {}
+    labels = []
     with files[0].open("rb") as f:
         reader = mcap_reader.make_reader(f, decoder_factories=[decoder.DecoderFactory()])
         for schema, channel, _message, msg in reader.iter_decoded_messages():
             counts[channel.topic] = counts.get(channel.topic, 0) + 1
             types[channel.topic] = schema.name
             first.setdefault(channel.topic, msg)
+            if channel.topic == LEAD_TOPIC:
+                leads[(msg.header.stamp.sec, msg.header.stamp.nanosec)] = msg
+            elif channel.topic == GT_LABELS_TOPIC:
+                labels.append(json.loads(msg.data))
     assert counts == report["message_counts"]
     for topic, msgtype in TOPIC_TYPES.items():
         assert types[topic] == msgtype
@@ -59,6 +66,23 @@ def test_mcap_bag_decodes_with_the_independent_mcap_reader(tmp_path, capsys) -> 
     assert lane.pose.orientation.x == 0.0 and lane.pose.orientation.y == 0.0
     stamp, odom = lane.header.stamp, first[ODOM_TOPIC].header.stamp
     assert (stamp.sec, stamp.nanosec) == (odom.sec, odom.nanosec)
+    # The car ahead with every odometry message (the tracker), in base_link: at every camera
+    # tick the same car the label's facts name (rounded there to 0.01), or none (inf).
+    assert counts[LEAD_TOPIC] == 21
+    lead = first[LEAD_TOPIC]
+    assert lead.header.frame_id == "base_link" and lead.child_frame_id == "lead_vehicle"
+    seen_car = False
+    for record in labels:
+        sec, nsec = divmod(record["stamp_ns"], 1_000_000_000)
+        msg = leads[(sec, nsec)]
+        gap, speed = msg.pose.pose.position.x, msg.twist.twist.linear.x
+        if "lead_gap_m" in record["facts"]:
+            seen_car = True
+            assert gap == pytest.approx(record["facts"]["lead_gap_m"], abs=0.006)
+            assert speed == pytest.approx(record["facts"]["lead_speed"], abs=0.006)
+        else:
+            assert gap == float("inf") and speed == 0.0
+    assert seen_car  # merge seed 3 has a car ahead in the lane
     for cam in CAMERAS:
         topic = camera_topic(cam)
         assert types[topic] == "sensor_msgs/msg/Image" and counts[topic] == 11

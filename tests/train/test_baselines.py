@@ -2,6 +2,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import torch
 
 from blockplan.sim.dataset import load_shard, sample_observation
 from blockplan.train.baselines import EgoMLP, EgoMLPPlanner, constant_velocity
@@ -36,15 +37,29 @@ def test_the_lane_pose_mlp_reads_the_pose_and_a_known_flag(recipe, dataset_dir):
     assert mlp.predict(data).shape == (len(data), 5, 2)
 
 
-@pytest.mark.parametrize("lane_pose", [False, True])
+def test_the_lead_mlp_reads_the_car_ahead_as_the_ego_encoder_does(recipe, dataset_dir):
+    from blockplan.model.ego import LEAD_INPUTS, lead_inputs
+    from blockplan.train.baselines import ego_features
+
+    data = load_shards(dataset_dir, "train", recipe, with_images=False)
+    commands = len(recipe.schema.route_commands)
+    lane = ego_features(data, commands, lane_pose=True)
+    lead = ego_features(data, commands, lane_pose=True, lead=True)
+    np.testing.assert_array_equal(lead[:, : lane.shape[1]], lane)
+    want = lead_inputs(torch.from_numpy(data.lead.astype(np.float64)), (len(data),)).numpy()
+    np.testing.assert_array_equal(lead[:, -LEAD_INPUTS:], want)
+    assert (want[:, 0] == 1).all() and (want[:, 1] == 0).any() and (want[:, 1] == 1).any()
+
+
+@pytest.mark.parametrize("lane_pose,lead", [(False, False), (True, False), (True, True)])
 def test_the_ego_mlp_planner_plans_what_the_fitted_mlp_predicts_for_each_sample(
-    recipe, dataset_dir, lane_pose
+    recipe, dataset_dir, lane_pose, lead
 ):
     """Train/serve parity of the closed-loop baseline: the runtime observation of a data set
-    sample goes through the same history rows, lane pose and features as the sample in
-    training."""
-    planner = EgoMLPPlanner.fit(dataset_dir, recipe, steps=50, lane_pose=lane_pose)
-    assert planner.reads_lane_pose == lane_pose
+    sample goes through the same history rows, lane pose, car ahead and features as the
+    sample in training."""
+    planner = EgoMLPPlanner.fit(dataset_dir, recipe, steps=50, lane_pose=lane_pose, lead=lead)
+    assert planner.reads_lane_pose == lane_pose and planner.reads_lead == lead
     test = load_shards(dataset_dir, "test", recipe, with_images=False)
     expected = planner.mlp.predict(test)  # (N, 5, 2), the open-loop path
     entries = [e for e in read_manifest(dataset_dir)["episodes"] if e["split"] == "test"]

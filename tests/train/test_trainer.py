@@ -392,6 +392,62 @@ def test_lane_pose_dropout_hides_the_pose_from_the_encoder_for_a_share_of_sample
         Trainer(lane, train, "unused", TrainConfig(steps=1))
 
 
+def test_an_encoder_that_reads_the_car_ahead_starts_from_one_that_does_not_and_trains(
+    dataset_dir, tmp_path
+):
+    """`--ego-lead --init-from` a folder without it (one that reads the lane pose): the lead
+    inputs come last and start at zero weight, so the model first plans exactly as the
+    folder did; training moves them, a resumed run is the straight run, the folder records
+    the setting, and --lead-dropout hides the car ahead for its share of samples."""
+    import torch
+
+    from blockplan.model.ego import LEAD_INPUTS
+
+    lane = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_lane_pose=True)
+    lead = Recipe.build(
+        "test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_lane_pose=True, ego_lead=True
+    )
+    train = load_shards(dataset_dir, "train", lead)
+    val = load_shards(dataset_dir, "val", lead)
+    assert np.isinf(train.lead[:, 0]).any() and np.isfinite(train.lead[:, 0]).any()
+    source = Trainer(lane, train, tmp_path / "s", TrainConfig(steps=1, batch_size=2, seed=5))
+    folder = source.model.save_pretrained(tmp_path / "m", lane.tokenizer.to_str())
+    config = TrainConfig(
+        steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
+    )
+    target = Trainer(lead, train, tmp_path / "t", config, progress=False)
+    target.init_from(folder)
+    weight = target.model.state_dict()["ego_encoder.net.0.weight"]
+    theirs = source.model.state_dict()["ego_encoder.net.0.weight"]
+    assert weight.shape[1] == theirs.shape[1] + LEAD_INPUTS
+    assert torch.count_nonzero(weight[:, -LEAD_INPUTS:]) == 0
+    batch = dict(target.inputs(train, [0, 1], np.random.default_rng(0)))
+    assert batch["lead_input"].shape == (2, 2)
+    with torch.no_grad():
+        mine = target.module(**batch)["loss"]
+        batch.pop("lead_input")
+        before = source.module(**batch)["loss"]
+    torch.testing.assert_close(mine, before)  # the lead inputs are silent at first
+
+    target.fit()
+    weight = target.model.state_dict()["ego_encoder.net.0.weight"]
+    assert torch.count_nonzero(weight[:, -LEAD_INPUTS:]) > 0
+    _straight_then_resumed(lead, train, val, config, tmp_path)
+    assert load_pretrained(tmp_path / "b" / "best").config.ego_encoder.lead
+
+    every = list(range(len(train)))
+    for dropout, hidden in ((0.0, 0), (1.0, len(every))):
+        cfg = TrainConfig(steps=1, batch_size=2, lead_dropout=dropout)
+        trainer = Trainer(lead, train, "unused", cfg, progress=False)
+        ahead = trainer.inputs(train, every, np.random.default_rng(0))["lead_input"].numpy()
+        assert int(np.isnan(ahead[:, 0]).sum()) == hidden
+    with pytest.raises(TrainError, match="lead_dropout"):
+        TrainConfig(steps=1, lead_dropout=1.5)
+    train.lead[:] = np.nan  # data sets written before the gap was recorded
+    with pytest.raises(TrainError, match="ego_lead"):
+        Trainer(lead, train, "unused", TrainConfig(steps=1))
+
+
 @pytest.mark.parametrize("reads", ["cells", "map"])
 def test_a_scene_token_learns_the_lead_gap_from_the_front_camera(
     reads, recipe, dataset_dir, tmp_path

@@ -40,6 +40,7 @@ from blockplan.bags.io import (
     default_qos,
     open_bag_reader,
 )
+from blockplan.bags.lead import LEAD_FRAME, lead_from_msg, lead_to_msg
 from blockplan.bags.namespace import (
     MessageFieldError,
     MessageNamespace,
@@ -94,6 +95,7 @@ __all__ = [
     "diagnostics_from_msg",
     "diagnostics_to_msg",
     "LANE_FRAME",
+    "LEAD_FRAME",
     "ego_to_odometry",
     "ego_to_tf",
     "encode_compressed_image",
@@ -103,6 +105,8 @@ __all__ = [
     "image_msg_to_frame",
     "is_compressed_image",
     "lane_pose_from_msg",
+    "lead_from_msg",
+    "lead_to_msg",
     "lane_pose_to_msg",
     "make_header",
     "ns_to_time",

@@ -148,6 +148,8 @@ class PlannerDriver:
         if i >= self.feed_from:
             self.runtime.on_odometry(world.ego_state(self._yaw_rate()))
             self.runtime.on_lane_pose(world.stamp_ns(), *world.lane_pose())
+            if self.runtime.reads_lead:  # the tracker (only a model that reads it needs it)
+                self.runtime.on_lead(world.stamp_ns(), *world.lead())
             if i in self.frame_steps:
                 images = self.renderer.render(world.snapshot())
                 for camera, image in images.items():

@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 
 from blockplan.sim.episode import ObjectRegistry, lane_pose, other_objects, pose_of
+from blockplan.sim.labels import lead_vehicle
 from blockplan.sim.scenarios import SIM_HZ, Scenario, make_env, replace_ego, spawn_traffic
 from blockplan.sim.world import (
+    KIND_VEHICLE,
     EgoPose,
     Snapshot,
     hw_to_rep_yaw,
@@ -96,6 +98,15 @@ class ClosedLoopWorld:
         """The ego's (left-positive offset, heading error) in its own lane, as the data set
         and the simulated bags record it (sim/episode.py `lane_pose`): the localisation."""
         return lane_pose(self.env)
+
+    def lead(self) -> tuple[float, float]:
+        """The car ahead in the ego's lane (gap m, infinite when none; its speed m/s), as the
+        data set and the simulated bags record it (sim/labels.py `lead_vehicle`): the
+        tracker."""
+        ego = self.env.vehicle
+        rows = [pose_of(obj) for obj, kind in other_objects(self.env) if kind == KIND_VEHICLE]
+        x, y, yaw, _ = pose_of(ego)
+        return lead_vehicle(x, y, yaw, np.reshape(rows, (-1, 4)))
 
     def stamp_ns(self, t: float | None = None) -> int:
         return seconds_to_ns(STAMP_OFFSET_S + (self.t if t is None else t))

@@ -213,7 +213,11 @@ def _bag_sequence(bag: str, planner, needed: int):
     log.info("bench: the observations of %s (replay, ideal timing)", bag)
     try:
         sequence = bag_observations(
-            bag, planner.config, planner.schema, getattr(planner, "reads_lane_pose", False)
+            bag,
+            planner.config,
+            planner.schema,
+            getattr(planner, "reads_lane_pose", False),
+            getattr(planner, "reads_lead", False),
         )
     except (BagError, OSError) as e:
         print(f"error: --bag {bag}: {e}", file=sys.stderr)

@@ -75,6 +75,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the ego slots it always reads (docs/ALGORITHMS.md §3.5)",
     )
     parser.add_argument(
+        "--ego-lead",
+        action="store_true",
+        help="with --ego-tokens: the ego encoder also reads the car ahead in the lane (gap and "
+        "speed; the node's /perception/lead_vehicle), unknown for --lead-dropout of the "
+        "samples (needs data sets that record `lead`; docs/ALGORITHMS.md §3.6)",
+    )
+    parser.add_argument(
+        "--lead-dropout",
+        type=float,
+        default=0.1,
+        help="share of training samples whose car ahead the encoder sees as unknown, so the "
+        "model also plans without a tracker (0.1)",
+    )
+    parser.add_argument(
         "--lane-pose-dropout",
         type=float,
         default=0.25,
@@ -337,6 +351,7 @@ def run(args: argparse.Namespace) -> int:
             image_size=image_size,
             ego_lane_pose=args.ego_lane_pose,
             ego_scene=args.ego_reads_scene,
+            ego_lead=args.ego_lead,
             vision_keypoints=args.vision_keypoints,
             vision_scene=LEAD_TARGETS if args.vision_scene_token else 0,
             vision_scene_reads=args.vision_scene_reads,
@@ -377,6 +392,7 @@ def run(args: argparse.Namespace) -> int:
             lateral_threshold_m=args.lateral_threshold,
             lane_pose_weight=args.lane_pose_weight,
             lane_pose_dropout=args.lane_pose_dropout,
+            lead_dropout=args.lead_dropout,
             lead_weight=args.lead_weight,
             scene_teacher_share=args.scene_teacher_share,
             steady_history_share=args.steady_history_share,

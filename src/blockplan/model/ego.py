@@ -23,10 +23,20 @@ front camera's newest scene token, the visual token that says the gap to the car
 `hidden_size` more inputs after the others. The decoder reads the encoder's slots for every
 plan; a decoder trained before the token existed does not learn to attend to it, an MLP
 input is used as soon as it helps.
+
+An encoder with `lead` also reads the car ahead in the ego's lane at t0, as an adaptive
+cruise control's radar or an object tracker reports it: the gap (m, infinite when no car is
+ahead) and that car's speed (m/s). It enters as `LEAD_INPUTS` numbers after all the others
+(`lead_inputs`): a known flag, a present flag, 10 m / gap, min(gap, 100 m) / 100 m and the
+speed / 10 m/s (the history's speed scale, so the MLP compares it with the ego's). An
+unknown lead (NaN: no tracker, or a stale one) enters as zeros with the known flag down
+(docs/ALGORITHMS.md §3.6). The camera alone cannot give the speed of a car 50 m ahead: at
+the rig's resolution it moves by a fraction of a pixel between frames.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +52,12 @@ NUM_COLUMNS = len(INPUT_SCALE)
 # scaled values and the known flag, after the history rows.
 LANE_INPUT_SCALE = (0.25, 0.15)
 LANE_INPUTS = 3
+# The car ahead: known, present, 10 m / gap, min(gap, 100 m) / 100 m, speed / 10 m/s.
+LEAD_INPUTS = 5
+LEAD_NEAR_M = 10.0  # 10 m / gap: 1 at 10 m, capped at LEAD_MAX_CLOSENESS
+LEAD_MAX_CLOSENESS = 5.0
+LEAD_RANGE_M = 100.0
+LEAD_SPEED_SCALE = 10.0
 
 
 @dataclass(frozen=True)
@@ -51,13 +67,14 @@ class EgoEncoderConfig:
     hidden: int = 256  # the MLP's hidden width
     lane_pose: bool = False  # also reads the lane pose at t0 (offset, heading error)
     scene: bool = False  # also reads the front camera's newest scene token (hidden_size wide)
+    lead: bool = False  # also reads the car ahead in the lane (gap, speed), after the rest
 
     def __post_init__(self) -> None:
         for name in ("tokens", "rows", "hidden"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ModelConfigError(f"ego_encoder.{name}={value!r}: must be an integer >= 1")
-        for name in ("lane_pose", "scene"):
+        for name in ("lane_pose", "scene", "lead"):
             if not isinstance(getattr(self, name), bool):
                 raise ModelConfigError(
                     f"ego_encoder.{name}={getattr(self, name)!r}: must be a bool"
@@ -65,8 +82,15 @@ class EgoEncoderConfig:
 
     @property
     def num_inputs(self) -> int:
-        """The inputs before the scene token's (which add the decoder's hidden size)."""
+        """The inputs before the scene token's (which add the decoder's hidden size) and the
+        lead's (which come last)."""
         return self.rows * NUM_COLUMNS + (LANE_INPUTS if self.lane_pose else 0)
+
+    def input_width(self, hidden_size: int) -> int:
+        """All the encoder's inputs: history, lane pose, scene token, lead."""
+        return (
+            self.num_inputs + (hidden_size if self.scene else 0) + (LEAD_INPUTS if self.lead else 0)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"tokens": self.tokens, "rows": self.rows, "hidden": self.hidden}
@@ -75,11 +99,12 @@ class EgoEncoderConfig:
             d
             | ({"lane_pose": True} if self.lane_pose else {})
             | ({"scene": True} if self.scene else {})
+            | ({"lead": True} if self.lead else {})
         )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EgoEncoderConfig:
-        unknown = set(d) - {"tokens", "rows", "hidden", "lane_pose", "scene"}
+        unknown = set(d) - {"tokens", "rows", "hidden", "lane_pose", "scene", "lead"}
         if unknown:
             raise ModelConfigError(f"ego_encoder: unknown settings {sorted(unknown)}")
         return cls(**d)
@@ -99,6 +124,30 @@ def lane_inputs(lane_pose: torch.Tensor | None, batch: tuple[int, ...]) -> torch
     return torch.cat([scaled, known.to(pose.dtype)], dim=-1)
 
 
+def lead_inputs(lead: torch.Tensor | None, batch: tuple[int, ...]) -> torch.Tensor:
+    """(..., 2) car ahead (gap m, infinite: none; speed m/s), NaN gap where unknown (None:
+    unknown everywhere) → (..., LEAD_INPUTS) encoder inputs: known, present, 10 m / gap
+    (capped), min(gap, 100 m) / 100 m, speed / 10 m/s. A present car with a NaN speed is
+    unknown as a whole; without a car ahead the speed is not read."""
+    if lead is None:
+        return torch.zeros(*batch, LEAD_INPUTS)
+    if tuple(lead.shape) != (*batch, 2):
+        raise ValueError(f"lead shape {tuple(lead.shape)}: expected {(*batch, 2)}")
+    lead = lead.to(device="cpu", dtype=torch.float64)
+    gap, speed = lead[..., 0], lead[..., 1]
+    present = torch.isfinite(gap) & (gap > 0)
+    known = (present & torch.isfinite(speed)) | (gap == math.inf)
+    present = present & known
+    safe_gap = torch.where(present, gap, 1.0)
+    closeness = torch.where(present, (LEAD_NEAR_M / safe_gap).clamp(max=LEAD_MAX_CLOSENESS), 0.0)
+    reach = torch.where(present, safe_gap.clamp(max=LEAD_RANGE_M) / LEAD_RANGE_M, 1.0)
+    speed_in = torch.where(present, torch.nan_to_num(speed) / LEAD_SPEED_SCALE, 0.0)
+    out = torch.stack(
+        [known.to(lead.dtype), present.to(lead.dtype), closeness, reach, speed_in], dim=-1
+    )
+    return torch.where(known[..., None], out, 0.0)
+
+
 class EgoEncoder(nn.Module):
     """(rows, 6) ego history → (tokens, hidden_size) prompt embeddings."""
 
@@ -109,7 +158,7 @@ class EgoEncoder(nn.Module):
         self.register_buffer(
             "scale", torch.tensor(INPUT_SCALE).repeat(config.rows), persistent=False
         )
-        inputs = config.num_inputs + (hidden_size if config.scene else 0)
+        inputs = config.input_width(hidden_size)
         self.net = nn.Sequential(
             nn.Linear(inputs, config.hidden),
             nn.SiLU(),
@@ -123,10 +172,12 @@ class EgoEncoder(nn.Module):
         history: torch.Tensor,
         lane_pose: torch.Tensor | None = None,
         scene: torch.Tensor | None = None,
+        lead: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """history (..., rows, 6) and, for an encoder with `lane_pose`, the (..., 2) lane
         pose (NaN or None: unknown; ignored by one without), for one with `scene` the
-        (..., hidden_size) scene token → (..., tokens, hidden_size)."""
+        (..., hidden_size) scene token, for one with `lead` the (..., 2) car ahead (gap,
+        speed; `lead_inputs`) → (..., tokens, hidden_size)."""
         c = self.config
         if tuple(history.shape[-2:]) != (c.rows, NUM_COLUMNS):
             raise ValueError(
@@ -145,4 +196,7 @@ class EgoEncoder(nn.Module):
                     f"the encoder reads the scene token ({self.hidden_size},): got {got}"
                 )
             x = torch.cat([x, scene.to(device=x.device, dtype=dtype).expand(*x.shape[:-1], -1)], -1)
+        if c.lead:
+            ahead = lead_inputs(lead, tuple(history.shape[:-2]))
+            x = torch.cat([x, ahead.to(device=x.device, dtype=dtype)], dim=-1)
         return self.net(x).unflatten(-1, (c.tokens, self.hidden_size))

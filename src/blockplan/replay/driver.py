@@ -29,6 +29,7 @@ from blockplan.bags import (
     OdometryError,
     image_msg_to_frame,
     lane_pose_from_msg,
+    lead_from_msg,
     odometry_to_ego,
     open_bag_reader,
     path_to_arrays,
@@ -270,6 +271,8 @@ class _Replayer:
             self.runtime.on_route_command(str(msg.data))
         elif topic == self.topics.lane_pose:
             self.runtime.on_lane_pose(*lane_pose_from_msg(msg))
+        elif topic == self.topics.lead:
+            self.runtime.on_lead(*lead_from_msg(msg))
 
 
 def _followed(windows: Sequence[PlanWindow], runtime: PlannerRuntime) -> dict[str, Any]:
@@ -367,6 +370,7 @@ def replay_bag(
         missing_camera_topics=list(topics.missing_cameras),
         odometry_topic=topics.odometry,
         lane_pose_topic=topics.lane_pose,
+        lead_topic=topics.lead,
         ground_truth=GT_PATH_TOPIC if ground_truth else "recorded odometry",
         streaming=streaming_metrics(
             runtime_metrics,

@@ -30,8 +30,8 @@ class ReplayOutputError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class InputTopics:
-    """camera topic → camera name; odometry / route / lane-pose topics (None when absent); tf
-    topics to copy to the output."""
+    """camera topic → camera name; odometry / route / lane-pose / lead-vehicle topics (None
+    when absent); tf topics to copy to the output."""
 
     cameras: dict[str, str]
     odometry: str | None
@@ -41,6 +41,7 @@ class InputTopics:
     # Configured topics the bag has with another message type: topic -> its type.
     mistyped: dict[str, str] = field(default_factory=dict)
     lane_pose: str | None = None
+    lead: str | None = None
 
     def why_missing(self, topic: str) -> str:
         """Why a configured input topic is not used: absent, or present with another type."""
@@ -51,7 +52,7 @@ class InputTopics:
     @property
     def all(self) -> tuple[str, ...]:
         topics = [*self.cameras, *self.tf]
-        inputs = (self.odometry, self.route_command, self.lane_pose)
+        inputs = (self.odometry, self.route_command, self.lane_pose, self.lead)
         topics += [t for t in inputs if t is not None]
         return tuple(topics)
 
@@ -94,5 +95,9 @@ def resolve_topics(config: PlannerConfig, topics: dict[str, TopicSummary]) -> In
     route = route if _typed(topics, route, (STRING_TYPE,)) else None
     lane = config.topics.lane_pose
     lane = lane if _typed(topics, lane, (POSE_STAMPED_TYPE,)) else None
+    lead = config.topics.lead_vehicle
+    if lead in topics and not _typed(topics, lead, (ODOMETRY_TYPE,)):
+        mistyped[lead] = topics[lead].msgtype or "an unknown type"
+    lead = lead if _typed(topics, lead, (ODOMETRY_TYPE,)) else None
     tf = tuple(t for t in ("/tf", "/tf_static") if _typed(topics, t, (TF_TYPE,)))
-    return InputTopics(cameras, odom, route, tf, tuple(missing), mistyped, lane)
+    return InputTopics(cameras, odom, route, tf, tuple(missing), mistyped, lane, lead)

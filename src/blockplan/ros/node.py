@@ -58,6 +58,7 @@ from blockplan.bags import (
     header_stamp_ns,
     image_msg_to_frame,
     lane_pose_from_msg,
+    lead_from_msg,
     odometry_to_ego,
 )
 from blockplan.config import DEFAULT_NODE_NAME, ConfigError, PlannerConfig
@@ -303,6 +304,8 @@ class PlannerNode(Node):
         self._subscribe("std_msgs/msg/String", route, self._on_route_command, ROUTE_QOS)
         lane = node_topic(topics.lane_pose)
         self._subscribe("geometry_msgs/msg/PoseStamped", lane, self._on_lane_pose, ODOMETRY_QOS)
+        lead = node_topic(topics.lead_vehicle)
+        self._subscribe("nav_msgs/msg/Odometry", lead, self._on_lead, ODOMETRY_QOS)
 
     def _create_robot_io(self, config: PlannerConfig) -> None:
         robot, ns = config.robot, self._ns
@@ -402,6 +405,11 @@ class PlannerNode(Node):
         runtime = self._runtime
         if runtime is not None:
             runtime.on_lane_pose(*lane_pose_from_msg(msg))
+
+    def _on_lead(self, msg: Any) -> None:
+        runtime = self._runtime
+        if runtime is not None:
+            runtime.on_lead(*lead_from_msg(msg))
 
     def _on_tick(self) -> None:
         with self._lock:

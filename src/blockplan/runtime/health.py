@@ -15,6 +15,8 @@ tick without the planner) and `plan_age` (age of the published plan).
   `comfort_<check>` count per failed check (`comfort_max_abs_jerk`, …);
 * `requests_without_lane_pose`: requests of a planner that reads the lane pose made with
   none (no /localization/lane_pose, or none recent enough): the planner plans without it;
+* `requests_without_lead`: the same for a planner that reads the car ahead
+  (/perception/lead_vehicle);
 * `waits` / `degraded_requests`: ticks where a stale camera held back / degraded a request;
 * `time_jumps`: resets after a stamp or the clock went back; `discarded_results`: plans from
   before a reset (or older than the newest) that were dropped; `unchanged_window_replans`:
@@ -61,6 +63,7 @@ class Count(str, enum.Enum):
     INVALID_INPUTS = "invalid_inputs"
     REQUESTS = "requests"
     REQUESTS_WITHOUT_LANE_POSE = "requests_without_lane_pose"
+    REQUESTS_WITHOUT_LEAD = "requests_without_lead"
     DEGRADED_REQUESTS = "degraded_requests"
     WAITS = "waits"
     PADDED_WINDOWS = "padded_windows"
@@ -92,6 +95,7 @@ class InvalidInput(str, enum.Enum):
     INVALID_JOINT_STATE = "invalid_joint_state"  # robots: joints missing, non-finite values
     INVALID_INSTRUCTION = "invalid_instruction"  # robots: an empty instruction
     LANE_POSE_NONFINITE = "lane_pose_nonfinite"  # a lane pose with a NaN or infinity
+    LEAD_INVALID = "lead_invalid"  # a car-ahead report with a NaN or non-positive gap, or no speed
 
 
 # What `blockplan: inputs` reports: dropped and rejected inputs (every InvalidInput too).

@@ -31,6 +31,9 @@ class RuntimeLimits:
     # than the window's stamp, and never a later one: 0.25 s at 20 m/s is 5 m of road, and a
     # localisation publishes at 10 Hz or faster. Otherwise the planner plans without it.
     max_lane_pose_age_s: float = 0.25
+    # The car ahead (a tracker's or radar's report) likewise: 0.25 s covers a 10 Hz radar
+    # with one report lost; at a 10 m/s closing speed it is 2.5 m of gap.
+    max_lead_age_s: float = 0.25
     # Ego history kept (s; at least: the runtime keeps the planner's history span and more)
     # and the number of latency samples behind the p50/p99.
     ego_history_s: float = 10.0
@@ -44,6 +47,7 @@ class RuntimeLimits:
             "accel_window_s",
             "max_odometry_age_s",
             "max_lane_pose_age_s",
+            "max_lead_age_s",
             "ego_history_s",
         ):
             value = getattr(self, name)

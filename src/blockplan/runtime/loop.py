@@ -1,7 +1,7 @@
 """The fixed-rate control loop (docs/DESIGN.md §5), ROS-free.
 
-Inputs arrive through `on_frame`, `on_odometry`, `on_route_command`, `on_lane_pose` and
-`on_invalid_input` (from subscription callbacks live, from the bag in replay). A timer calls
+Inputs arrive through `on_frame`, `on_odometry`, `on_route_command`, `on_lane_pose`,
+`on_lead` and `on_invalid_input` (from subscription callbacks live, from the bag in replay). A timer calls
 `tick()` at `control.rate_hz`; every tick publishes, whatever inference costs:
 
 1. snapshot the frame window and the ego history at now;
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import deque
 from collections.abc import Iterable
 
 from blockplan.config import PlannerConfig
@@ -33,6 +32,7 @@ from blockplan.runtime.limits import RuntimeLimits
 from blockplan.runtime.output import TickOutput, choose_trajectory
 from blockplan.runtime.planner import HistorySpec, history_spec
 from blockplan.runtime.plans import AcceptedPlan, PlanWindow, RejectedPlan
+from blockplan.runtime.stamped import StampedInputs
 from blockplan.runtime.worker import ErrorKind, InferenceRequest, InferenceResult, InferenceWorker
 from blockplan.trajectory import Fallback, Pose2D
 from blockplan.types import DEFAULT_ROUTE_COMMAND, EgoState, Observation, seconds_to_ns
@@ -81,11 +81,18 @@ class PlannerRuntime(RuntimeCore):
         # The stop keeps to the comfort jerk where it can (a fallback is not an emergency).
         self.fallback = Fallback(config.fallback, config.trajectory, config.comfort)
         self.route_command = DEFAULT_ROUTE_COMMAND
-        # (stamp, (offset, heading error)) of the recent lane poses, oldest first (256: over
-        # max_lane_pose_age_s even at 1 kHz); only a planner whose ego encoder reads them is
+        # The recent lane poses (offset, heading error) and cars ahead (gap, speed), 256 each:
+        # over their max age even at 1 kHz. Only a planner whose ego encoder reads them is
         # given one (model/ego.py).
-        self.lane_poses: deque[tuple[int, tuple[float, float]]] = deque(maxlen=256)
+        limits = self.limits
+        self.lane_poses: StampedInputs[tuple[float, float]] = StampedInputs(
+            limits.max_lane_pose_age_s, limits.time_jump_s
+        )
+        self.leads: StampedInputs[tuple[float, float]] = StampedInputs(
+            limits.max_lead_age_s, limits.time_jump_s
+        )
         self.reads_lane_pose = bool(getattr(planner, "reads_lane_pose", False))
+        self.reads_lead = bool(getattr(planner, "reads_lead", False))
         self.newest: AcceptedPlan | None = None
         self.last_output: TickOutput | None = None
         self._rejected: list[RejectedPlan] = []
@@ -127,25 +134,34 @@ class PlannerRuntime(RuntimeCore):
             self.on_invalid_input(InvalidInput.LANE_POSE_NONFINITE, f"lane pose at {stamp_ns} ns")
             return
         with self._lock:
-            newest = self.lane_poses[-1][0] if self.lane_poses else None
-            if newest is not None and stamp_ns < newest - seconds_to_ns(self.limits.time_jump_s):
-                self.lane_poses.clear()  # the timeline restarted
-            elif newest is not None and stamp_ns <= newest:
-                return  # late or re-sent: the newer one stands
-            self.lane_poses.append((int(stamp_ns), pose))
+            self.lane_poses.push(stamp_ns, pose)  # a late or re-sent one is dropped
+
+    def on_lead(self, stamp_ns: int, gap_m: float, speed_mps: float) -> None:
+        """The car ahead in the ego's lane from the tracker: the gap (m; infinite when no car
+        is ahead) and its speed (m/s, not read without a car)."""
+        gap, speed = float(gap_m), float(speed_mps)
+        if math.isnan(gap) or gap <= 0 or (math.isfinite(gap) and not math.isfinite(speed)):
+            self.on_invalid_input(
+                InvalidInput.LEAD_INVALID, f"car ahead at {stamp_ns} ns: gap {gap}, speed {speed}"
+            )
+            return
+        with self._lock:
+            self.leads.push(stamp_ns, (gap, speed if math.isfinite(gap) else math.nan))
 
     def lane_pose_at(self, stamp_ns: int) -> tuple[float, float] | None:
         """The newest lane pose not after `stamp_ns` and at most `max_lane_pose_age_s`
         older, or None."""
-        oldest = stamp_ns - seconds_to_ns(self.limits.max_lane_pose_age_s)
-        for stamp, pose in reversed(self.lane_poses):
-            if stamp <= stamp_ns:
-                return pose if stamp >= oldest else None
-        return None
+        return self.lane_poses.at(stamp_ns)
+
+    def lead_at(self, stamp_ns: int) -> tuple[float, float] | None:
+        """The newest car-ahead report not after `stamp_ns` and at most `max_lead_age_s`
+        older, or None."""
+        return self.leads.at(stamp_ns)
 
     def _forget_timeline(self) -> None:
         self.ego.clear()
         self.lane_poses.clear()
+        self.leads.clear()
         self.fallback.reset()
         self.newest = None
         self._last_request = None
@@ -314,10 +330,13 @@ class PlannerRuntime(RuntimeCore):
             snapshot.stamp_ns, self.history.num_states, seconds_to_ns(self.history.period_s)
         )
         lane = self.lane_pose_at(snapshot.stamp_ns) if self.reads_lane_pose else None
-        observation = Observation(snapshot.stamp_ns, frames, history, route, lane)
+        lead = self.lead_at(snapshot.stamp_ns) if self.reads_lead else None
+        observation = Observation(snapshot.stamp_ns, frames, history, route, lane, lead)
         self.health.count(Count.REQUESTS)
         if self.reads_lane_pose and lane is None:
             self.health.count(Count.REQUESTS_WITHOUT_LANE_POSE)
+        if self.reads_lead and lead is None:
+            self.health.count(Count.REQUESTS_WITHOUT_LEAD)
         if is_degraded:
             self.health.count(Count.DEGRADED_REQUESTS)
         if snapshot.is_padded:

@@ -116,7 +116,9 @@ class PromptLayout:
     ego_span: [start, end) of the ego slots that a numeric ego encoder fills (model/ego.py),
     with `ego_history` ((num_history, 6), the rows it encodes) and `lane_pose` ((2,) the
     lane offset and heading error at t0, NaN where unknown; read by an encoder with
-    `lane_pose`); None when the prompt spells the history out as digits.
+    `lane_pose`) and `lead` ((2,) the gap to the car ahead in the lane, infinite when none,
+    and its speed; NaN gap where unknown; read by an encoder with `lead`); None when the
+    prompt spells the history out as digits.
     """
 
     token_ids: np.ndarray
@@ -125,6 +127,7 @@ class PromptLayout:
     ego_span: tuple[int, int] | None = None
     ego_history: np.ndarray | None = None
     lane_pose: np.ndarray | None = None
+    lead: np.ndarray | None = None
 
     def ego_inputs(self) -> dict:
         """The `embed_prompt` keywords of the ego slots (empty for a digit prompt)."""
@@ -134,6 +137,7 @@ class PromptLayout:
             "ego_span": self.ego_span,
             "ego_history": self.ego_history,
             "lane_pose": self.lane_pose,
+            "lead": self.lead,
         }
 
     def __len__(self) -> int:

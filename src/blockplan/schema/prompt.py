@@ -229,6 +229,7 @@ def render_prompt(
     route_command: str | None = None,
     ego_tokens: int = 0,
     lane_pose: np.ndarray | None = None,
+    lead: np.ndarray | None = None,
 ) -> PromptLayout:
     """The prompt as token ids with image placeholders, for our engine.
 
@@ -240,8 +241,9 @@ def render_prompt(
     ego_tokens > 0: the history is not written as digits; the prompt holds that many ego
     slots (null-token placeholders) that the model's numeric ego encoder fills from the
     layout's `ego_history` (model/ego.py), and the layout carries the lane pose (2,) for an
-    encoder that reads it: `lane_pose`, default `observation.lane_pose`, NaN when unknown.
-    The lane pose never changes the token ids.
+    encoder that reads it: `lane_pose`, default `observation.lane_pose`, NaN when unknown;
+    likewise the car ahead (2,) (gap, infinite when none; speed): `lead`, default
+    `observation.lead`, NaN when unknown. Neither ever changes the token ids.
     """
     if tokens_per_image < 1:
         raise SchemaError(f"tokens_per_image={tokens_per_image}: must be >= 1")
@@ -286,6 +288,18 @@ def render_prompt(
     if lane.shape != (2,):
         raise SchemaError(f"lane_pose shape {lane.shape}: expected (2,) [offset m, heading rad]")
     lane.setflags(write=False)
+    if lead is None and observation is not None:
+        lead = observation.lead
+    ahead = np.full(2, np.nan) if lead is None else np.asarray(lead, dtype=np.float64)
+    if ahead.shape != (2,):
+        raise SchemaError(f"lead shape {ahead.shape}: expected (2,) [gap m, speed m/s]")
+    ahead.setflags(write=False)
     return PromptLayout(
-        token_ids, header_end, tuple(spans), ego_span=ego_span, ego_history=ego, lane_pose=lane
+        token_ids,
+        header_end,
+        tuple(spans),
+        ego_span=ego_span,
+        ego_history=ego,
+        lane_pose=lane,
+        lead=ahead,
     )

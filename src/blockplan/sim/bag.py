@@ -1,7 +1,9 @@
 """Write a recorded episode as a real ROS 2 bag (rosbags, via `blockplan.bags`).
 
-Per simulation step (20 Hz): /odom, /tf (odom -> base_link) and the ego's pose in its lane
-(/localization/lane_pose, what a localisation on the map provides; `lane_pose_to_msg`). Per camera tick (rig rate):
+Per simulation step (20 Hz): /odom, /tf (odom -> base_link), the ego's pose in its lane
+(/localization/lane_pose, what a localisation on the map provides; `lane_pose_to_msg`) and
+the car ahead in its lane (/perception/lead_vehicle, what a tracker or an ACC radar
+provides; `lead_to_msg`). Per camera tick (rig rate):
 one image per camera (sensor_msgs/Image rgb8, or CompressedImage jpeg) in the camera's
 optical frame, the route command, and the ground truth at that instant: the expert's
 20-point 4 Hz future as nav_msgs/Path in base_link at t0, and the label JSON
@@ -30,6 +32,7 @@ from blockplan.bags import (
     encode_compressed_image,
     encode_image,
     lane_pose_to_msg,
+    lead_to_msg,
     static_frames_to_tf,
     string_msg,
     trajectory_to_path,
@@ -37,7 +40,7 @@ from blockplan.bags import (
 from blockplan.errors import UserError
 from blockplan.schema import default_schema, render_answer_text
 from blockplan.sim.episode import EpisodeLog
-from blockplan.sim.labels import HORIZON_S, SampleLabel, ego_state, label_at
+from blockplan.sim.labels import HORIZON_S, SampleLabel, ego_state, label_at, log_lead
 from blockplan.sim.render import RigRenderer
 from blockplan.sim.rig import Rig
 from blockplan.sim.scenarios import SIM_HZ
@@ -46,6 +49,7 @@ from blockplan.sim.topics import (
     GT_LABELS_TOPIC,
     GT_PATH_TOPIC,
     LANE_POSE_TOPIC,
+    LEAD_TOPIC,
     ODOM_FRAME,
     ODOM_TOPIC,
     ROUTE_COMMAND_TOPIC,
@@ -177,6 +181,8 @@ def write_episode_bag(
             if log.lane_pose is not None and np.isfinite(log.lane_pose[i]).all():
                 offset, heading = (float(v) for v in log.lane_pose[i])
                 put(bag, LANE_POSE_TOPIC, lane_pose_to_msg(ns, stamp, offset, heading), stamp)
+            gap, speed = log_lead(log, i)
+            put(bag, LEAD_TOPIC, lead_to_msg(ns, stamp, gap, speed, BASE_FRAME), stamp)
             if i % camera_every:
                 continue
             images = renderer.render(log.snapshot(i))

@@ -330,12 +330,16 @@ def sample_observation(shard: dict[str, np.ndarray], i: int) -> Observation:
     )
     lane = shard["lane_pose"][i] if "lane_pose" in shard else None
     known = lane is not None and bool(np.isfinite(lane).all())
+    # The car ahead (gap, speed): an infinite gap (none ahead) is known, a NaN one is not.
+    lead = shard["lead"][i] if "lead" in shard else None
+    lead_known = lead is not None and not np.isnan(lead[0])
     return Observation(
         int(shard["stamp_ns"][i]),
         frames,
         history,
         str(shard["route_command"][i]),
         (float(lane[0]), float(lane[1])) if known else None,
+        (float(lead[0]), float(lead[1])) if lead_known else None,
     )
 
 

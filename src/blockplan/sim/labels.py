@@ -89,6 +89,37 @@ def to_ego_frame(xy: np.ndarray, x0: float, y0: float, yaw0: float) -> np.ndarra
     return np.stack([c * d[..., 0] + s * d[..., 1], -s * d[..., 0] + c * d[..., 1]], axis=-1)
 
 
+def in_lane_ahead(dx: float, dy: float, heading_diff: float) -> bool:
+    """Whether a vehicle at (dx, dy) in the ego frame, heading `heading_diff` (rad, absolute)
+    off the ego's, is ahead in the ego's lane line: what the labels call the lead."""
+    return dx > 0 and abs(dy) < SAME_LANE_M and heading_diff < SAME_HEADING_RAD
+
+
+def lead_vehicle(x0: float, y0: float, yaw0: float, vehicles: np.ndarray) -> tuple[float, float]:
+    """The car ahead in the ego's lane: (gap m, its speed m/s) of the nearest vehicle ahead
+    in the lane line (centre to centre, along the ego's heading), or (inf, NaN) when none.
+    `vehicles`: (M, 4) [x, y, yaw, speed] in odom. The labels' `lead_gap_m`, the simulated
+    bags' /perception/lead_vehicle and the closed loop's tracker all come from here."""
+    best = (np.inf, np.nan)
+    for x, y, yaw, speed in np.asarray(vehicles, dtype=np.float64).reshape(-1, 4):
+        dx, dy = to_ego_frame(np.array([x, y]), x0, y0, yaw0)
+        heading_diff = abs(float(wrap_angle(yaw - yaw0)))
+        if in_lane_ahead(float(dx), float(dy), heading_diff) and dx < best[0]:
+            best = (float(dx), float(speed))
+    return best
+
+
+def log_lead(log: EpisodeLog, i: int) -> tuple[float, float]:
+    """`lead_vehicle` at step `i` of a recorded episode."""
+    e = log.ego[i]
+    rows = [
+        log.boxes[i, j][[BOX_X, BOX_Y, BOX_YAW, BOX_SPEED]]
+        for j in np.flatnonzero(log.present[i])
+        if log.box_static[j].kind == KIND_VEHICLE
+    ]
+    return lead_vehicle(e[EGO_X], e[EGO_Y], e[EGO_YAW], np.reshape(rows, (-1, 4)))
+
+
 def _interp_ego(log: EpisodeLog, t: np.ndarray, col: int) -> np.ndarray:
     return np.interp(t, log.t, log.ego[:, col])
 
@@ -191,11 +222,12 @@ def _situation(log: EpisodeLog, t0: float) -> tuple[dict[str, bool], Situation]:
             continue
         heading_diff = abs(float(wrap_angle(b[BOX_YAW] - yaw0)))
         in_lane_line = abs(dy) < SAME_LANE_M and heading_diff < SAME_HEADING_RAD
+        ahead = in_lane_ahead(float(dx), float(dy), heading_diff)
         if (-NEARBY_BEHIND_M < dx < NEARBY_AHEAD_M and abs(dy) < NEARBY_SIDE_M) or np.hypot(
             dx, dy
         ) < NEARBY_RADIUS_M:
             critical["nearby_vehicle"] = True
-        if in_lane_line and dx > 0 and (sit.lead_gap_m is None or dx < sit.lead_gap_m):
+        if ahead and (sit.lead_gap_m is None or dx < sit.lead_gap_m):
             sit.lead_gap_m, sit.lead_speed = float(dx), float(b[BOX_SPEED])
         present = log.present[idx, j]
         if in_lane_line or not present.any():

@@ -4,7 +4,9 @@
 * ego-status MLP: an MLP from the ego history rows and the route command (no images) to the
   five waypoints, fitted on the training split — known to be strong open loop, the bar;
   with `lane_pose`, it also reads the lane pose at t0 (what a model trained with
-  `--ego-lane-pose` gets besides the images), the fair bar for such a model.
+  `--ego-lane-pose` gets besides the images), the fair bar for such a model; with `lead`,
+  also the car ahead (gap, speed), the same inputs an encoder with `lead` gets
+  (`model.ego.lead_inputs`), the fair bar for a model trained with `--ego-lead`.
 
 `EgoMLPPlanner` drives with the ego-status MLP in closed loop (`blockplan closed-loop
 --policies ego_mlp --data DATA`): the runtime's observation goes through the same history
@@ -22,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from blockplan.model.ego import lead_inputs
 from blockplan.runtime.planner import baseline_plan
 from blockplan.schema import ego_history_array
 from blockplan.schema.spec import DrivingSchema
@@ -49,11 +52,15 @@ def constant_velocity(data: Examples) -> np.ndarray:
     return WAYPOINT_TIMES_S[None, :, None] * data.velocity[:, None, :]
 
 
-def ego_features(data: Examples, num_commands: int, lane_pose: bool = False) -> np.ndarray:
+def ego_features(
+    data: Examples, num_commands: int, lane_pose: bool = False, lead: bool = False
+) -> np.ndarray:
     """(N, F): the flattened ego history and a one-hot route command; with `lane_pose`, the
-    lane pose too (zeros where unknown) and a known flag."""
+    lane pose too (zeros where unknown) and a known flag; with `lead`, the car ahead as the
+    ego encoder reads it."""
     pose = data.lane_pose if lane_pose else None
-    return ego_feature_rows(data.ego_history, data.command, num_commands, pose)
+    ahead = data.lead if lead else None
+    return ego_feature_rows(data.ego_history, data.command, num_commands, pose, ahead)
 
 
 def ego_feature_rows(
@@ -61,12 +68,16 @@ def ego_feature_rows(
     command: np.ndarray,  # (N,) route command indices
     num_commands: int,
     lane_pose: np.ndarray | None = None,  # (N, 2), NaN where unknown
+    lead: np.ndarray | None = None,  # (N, 2) gap (inf: none), speed; NaN gap where unknown
 ) -> np.ndarray:
     """`ego_features` of arrays: what a data set sample and a runtime observation share."""
     parts = [history.reshape(len(history), -1), np.eye(num_commands)[command]]
     if lane_pose is not None:
         known = np.isfinite(lane_pose).all(axis=1, keepdims=True)
         parts += [np.where(known, lane_pose, 0.0), known.astype(np.float64)]
+    if lead is not None:
+        ahead = torch.from_numpy(np.asarray(lead, dtype=np.float64))
+        parts.append(lead_inputs(ahead, (len(history),)).numpy())
     return np.concatenate(parts, axis=-1)
 
 
@@ -79,6 +90,7 @@ class EgoMLP:
     std: np.ndarray
     num_commands: int
     lane_pose: bool = False
+    lead: bool = False
 
     @classmethod
     def fit(
@@ -90,15 +102,17 @@ class EgoMLP:
         lr: float = 1e-3,
         seed: int = 0,
         lane_pose: bool = False,
+        lead: bool = False,
     ) -> EgoMLP:
         """Full-batch AdamW on the L2 loss of the waypoints of `data`."""
-        x = ego_features(data, num_commands, lane_pose)
+        x = ego_features(data, num_commands, lane_pose, lead)
         net, mean, std = fit_waypoint_mlp(x, data.future_xy, hidden, steps, lr, seed)
-        return cls(net, mean, std, num_commands, lane_pose)
+        return cls(net, mean, std, num_commands, lane_pose, lead)
 
     def predict(self, data: Examples) -> np.ndarray:
         """(N, 5, 2) waypoints."""
-        return self.predict_features(ego_features(data, self.num_commands, self.lane_pose))
+        x = ego_features(data, self.num_commands, self.lane_pose, self.lead)
+        return self.predict_features(x)
 
     @torch.no_grad()
     def predict_features(self, x: np.ndarray) -> np.ndarray:
@@ -158,10 +172,16 @@ class EgoMLPPlanner:
         # the lane-pose MLP reads /localization/lane_pose as a model trained with
         # `--ego-lane-pose` does (the runtime hands it over only to planners that read it)
         self.reads_lane_pose = mlp.lane_pose
+        self.reads_lead = mlp.lead
 
     @classmethod
     def fit(
-        cls, data_dir: str | Path, recipe: Recipe, steps: int = 2000, lane_pose: bool = False
+        cls,
+        data_dir: str | Path,
+        recipe: Recipe,
+        steps: int = 2000,
+        lane_pose: bool = False,
+        lead: bool = False,
     ) -> EgoMLPPlanner:
         """Fitted on the train split of a `blockplan dataset` folder, with `recipe`'s history
         rows (the model's: `blockplan eval` fits the same MLPs for its `ego_mlp` and
@@ -169,14 +189,20 @@ class EgoMLPPlanner:
         from blockplan.train.examples import load_shards
 
         train = load_shards(data_dir, "train", recipe, with_images=False)
-        return cls.fit_examples(train, recipe.schema, steps, lane_pose)
+        return cls.fit_examples(train, recipe.schema, steps, lane_pose, lead)
 
     @classmethod
     def fit_examples(
-        cls, train: Examples, schema: DrivingSchema, steps: int = 2000, lane_pose: bool = False
+        cls,
+        train: Examples,
+        schema: DrivingSchema,
+        steps: int = 2000,
+        lane_pose: bool = False,
+        lead: bool = False,
     ) -> EgoMLPPlanner:
         """Fitted on already-loaded examples (encoded with `schema`'s history rows)."""
-        mlp = EgoMLP.fit(train, len(schema.route_commands), steps=steps, lane_pose=lane_pose)
+        commands = len(schema.route_commands)
+        mlp = EgoMLP.fit(train, commands, steps=steps, lane_pose=lane_pose, lead=lead)
         return cls(mlp, schema)
 
     def features(self, observation: Observation) -> np.ndarray:
@@ -192,12 +218,20 @@ class EgoMLPPlanner:
         pose = None
         if self.mlp.lane_pose:  # unknown (none recent enough): NaN, as in a data set sample
             pose = np.array([observation.lane_pose or (np.nan, np.nan)], dtype=np.float64)
-        return ego_feature_rows(history[None], index, self.mlp.num_commands, pose)
+        ahead = None
+        if self.mlp.lead:  # likewise the car ahead
+            ahead = np.array([observation.lead or (np.nan, np.nan)], dtype=np.float64)
+        return ego_feature_rows(history[None], index, self.mlp.num_commands, pose, ahead)
 
     def plan(self, observation: Observation) -> Plan:
         waypoints = self.mlp.predict_features(self.features(observation))[0]  # (5, 2)
-        lane = " (lane pose)" if self.reads_lane_pose else ""
-        return baseline_plan(observation.stamp_ns, waypoints, f"ego-status MLP baseline{lane}")
+        reads = [
+            name
+            for name, on in (("lane pose", self.reads_lane_pose), ("lead", self.reads_lead))
+            if on
+        ]
+        extra = f" ({', '.join(reads)})" if reads else ""
+        return baseline_plan(observation.stamp_ns, waypoints, f"ego-status MLP baseline{extra}")
 
     def reset(self) -> None:
         """Nothing to forget: every plan depends on its observation only."""

@@ -61,8 +61,9 @@ METHODS = ("model", "rollouts_n4", "constant_velocity", "ego_mlp")
 # Extra rows: N=4 rollouts averaged without the consensus filter (same plans, no decoding),
 # and the ground-truth waypoints themselves through the same JMT upsampling (the floor of the
 # protocol's ADE, and how often the expert's own plan passes the validity gates).
-# The ego-status MLP that also reads the lane pose: the bar for a model that does.
-EXTRA = ("rollouts_n4_plain_mean", "expert_waypoints", "ego_mlp_lane_pose")
+# The ego-status MLP that also reads the lane pose: the bar for a model that does; and the
+# one that also reads the car ahead (`ego_mlp_lead`): the bar for a model that reads both.
+EXTRA = ("rollouts_n4_plain_mean", "expert_waypoints", "ego_mlp_lane_pose", "ego_mlp_lead")
 GATES = GateConfig()  # the shipped hard limits: `gate_pass_rate` is what the runtime publishes
 COMFORT = ComfortConfig()  # the shipped comfort limits (reported, never a fallback)
 OUTPUT = TrajectoryOutputConfig()  # the published path's fit (waypoint tolerance)
@@ -203,6 +204,7 @@ def evaluate(
     mlp = EgoMLP.fit(train, num_commands, steps=mlp_steps)
     log.info("ego MLP fitted on %d samples in %.1f s", len(train), time.perf_counter() - t_fit)
     mlp_lane = EgoMLP.fit(train, num_commands, steps=mlp_steps, lane_pose=True)
+    mlp_lead = EgoMLP.fit(train, num_commands, steps=mlp_steps, lane_pose=True, lead=True)
     entries = [e for e in manifest["episodes"] if e["split"] == split]
     refs = [(e, i) for e in entries for i in range(e["num_samples"])]
     keep = np.arange(len(refs))
@@ -212,6 +214,7 @@ def evaluate(
         "constant_velocity": constant_velocity(test),
         "ego_mlp": mlp.predict(test),
         "ego_mlp_lane_pose": mlp_lane.predict(test),
+        "ego_mlp_lead": mlp_lead.predict(test),
     }
     tallies = {m: Tally() for m in METHODS + EXTRA}
     expert = tallies["expert_waypoints"]

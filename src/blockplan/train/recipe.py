@@ -85,6 +85,7 @@ class Recipe:
         vision_scene: int = 0,
         vision_scene_reads: str = "cells",
         ego_scene: bool = False,
+        ego_lead: bool = False,
     ) -> Recipe:
         """`frame_period_s`: the training frames' spacing, recorded in config.json (the
         runtime refuses a frame window of another spacing). `trajectory_head`: `tokens` or
@@ -96,7 +97,8 @@ class Recipe:
         coarser); `image_size`: (height, width) of the tower's input instead of the arch's;
         `vision_keypoints`, `vision_scene`: spatial-softmax keypoints and a scene token of
         that many numbers per image (docs/ALGORITHMS.md §3.5); `ego_scene`: the ego encoder
-        also reads the front camera's newest scene token."""
+        also reads the front camera's newest scene token; `ego_lead`: the car ahead (gap,
+        speed; §3.6)."""
         if arch not in ARCHS:
             raise ModelConfigError(f"arch={arch!r}: must be one of {sorted(ARCHS)}")
         decoder_kw, vision, streamable = ARCHS[arch]
@@ -133,6 +135,7 @@ class Recipe:
                 rows=schema.num_history,
                 lane_pose=ego_lane_pose,
                 scene=ego_scene,
+                lead=ego_lead,
             )
             if ego_tokens
             else None,

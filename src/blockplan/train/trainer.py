@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from blockplan.decoding.ngrams import draft_files, text_sections
 from blockplan.errors import UserError
-from blockplan.model.ego import LANE_INPUTS, NUM_COLUMNS
+from blockplan.model.ego import LANE_INPUTS, LEAD_INPUTS, NUM_COLUMNS
 from blockplan.model.planner_model import PlannerModel
 from blockplan.model.vision import resample_cells
 from blockplan.train.checkpoint import MODEL_DIR, load_checkpoint, save_checkpoint
@@ -80,6 +80,9 @@ class TrainConfig:
     # Share of samples whose lane pose an ego encoder that reads it sees as unknown (so the
     # model also plans without localisation); drawn per sample from the step's stream.
     lane_pose_dropout: float = 0.25
+    # Share of samples whose car ahead an ego encoder that reads it sees as unknown (so the
+    # model also plans without a tracker); drawn per sample from the step's stream.
+    lead_dropout: float = 0.1
     # Weight of the training-only lead probe's loss (the gap to the car ahead in the lane,
     # read from the visual tokens; 0 = no probe; train/probe.py).
     lead_weight: float = 0.0
@@ -108,8 +111,9 @@ class TrainConfig:
             raise TrainError(f"lane_pose_weight={self.lane_pose_weight} must be >= 0")
         if not self.lead_weight >= 0:
             raise TrainError(f"lead_weight={self.lead_weight} must be >= 0")
-        if not 0 <= self.lane_pose_dropout <= 1:
-            raise TrainError(f"lane_pose_dropout={self.lane_pose_dropout} must be in [0, 1]")
+        for name in ("lane_pose_dropout", "lead_dropout"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise TrainError(f"{name}={getattr(self, name)} must be in [0, 1]")
         if not 0 <= self.scene_teacher_share <= 1:
             raise TrainError(f"scene_teacher_share={self.scene_teacher_share} must be in [0, 1]")
         if not 0 <= self.steady_history_share <= 1:
@@ -247,6 +251,13 @@ class Trainer:
         self.step, self.best_val = 0, math.inf
         encoder = recipe.model_config.ego_encoder
         self.lane_input = encoder is not None and encoder.lane_pose
+        self.lead_input = encoder is not None and encoder.lead
+        if self.lead_input and not np.isfinite(train_set.lead[:, 0]).any():
+            raise TrainError(
+                "ego_lead but no training sample has a car ahead with a recorded gap (data "
+                "sets written by `blockplan dataset` before the gap was recorded: regenerate "
+                "them)"
+            )
         for needed, what in ((probe, "lane_pose_weight > 0"), (self.lane_input, "ego_lane_pose")):
             if needed and not np.isfinite(train_set.lane_pose).all(axis=1).any():
                 raise TrainError(
@@ -356,6 +367,18 @@ class Trainer:
                 encoder = dataclasses.replace(mine.ego_encoder, **{name: False})
                 mine = dataclasses.replace(mine, ego_encoder=encoder)
                 state = dict(state) | {EGO_INPUT: zero_inputs(state[EGO_INPUT], width)}
+        # The car ahead comes after every other input, so any encoder folder without it
+        # can start a run that reads it.
+        if (
+            theirs is not None
+            and mine.ego_encoder is not None
+            and mine.ego_encoder.lead
+            and not theirs.lead
+        ):
+            mine = dataclasses.replace(
+                mine, ego_encoder=dataclasses.replace(mine.ego_encoder, lead=False)
+            )
+            state = dict(state) | {EGO_INPUT: zero_inputs(state[EGO_INPUT], LEAD_INPUTS)}
         if theirs is not None and mine.ego_encoder is not None:
             extra = mine.ego_encoder.rows - theirs.rows
             if extra > 0 and dataclasses.replace(mine.ego_encoder, rows=theirs.rows) == theirs:
@@ -482,6 +505,10 @@ class Trainer:
             pose = data.lane_pose[np.asarray(indices, dtype=np.int64)].astype(np.float64)
             pose[rng.random(len(indices)) < self.config.lane_pose_dropout] = np.nan
             batch["lane_input"] = torch.from_numpy(pose)
+        if self.lead_input:  # after the lane draw: runs without it draw as before
+            ahead = data.lead[np.asarray(indices, dtype=np.int64)].astype(np.float64)
+            ahead[rng.random(len(indices)) < self.config.lead_dropout] = np.nan
+            batch["lead_input"] = torch.from_numpy(ahead)
         if teach and self.config.scene_teacher_share > 0:  # last: other runs draw as before
             told = rng.random(len(indices)) < self.config.scene_teacher_share
             batch["lead_told"] = torch.from_numpy(told)
