@@ -387,6 +387,12 @@ def test_the_car_ahead_goes_to_a_planner_that_reads_it_while_it_is_fresh() -> No
     assert none_ahead[0] == float("inf") and np.isnan(none_ahead[1])
     assert planner.leads[-1] is None and len(planner.leads) == 7
     assert runtime.metrics()["requests_without_lead"] == 2
+    status = {s.name: s for s in runtime.diagnostics()}["blockplan: lead vehicle"]
+    assert status.level == 1 and "planning without it" in status.message  # WARN: too old
+    assert status.values["requests_without_lead"] == 2
+    runtime.on_lead(drive.t, 12.0, 3.0)
+    status = {s.name: s for s in runtime.diagnostics()}["blockplan: lead vehicle"]
+    assert status.level == 0 and status.values["gap_m"] == 12.0
     for gap, speed in ((float("nan"), 1.0), (0.0, 1.0), (-3.0, 1.0), (20.0, float("nan"))):
         runtime.on_lead(drive.t, gap, speed)
     assert runtime.metrics()["lead_invalid"] == 4
@@ -400,3 +406,5 @@ def test_a_planner_that_does_not_read_the_car_ahead_is_not_given_it() -> None:
     drive.step()
     assert runtime.metrics()["requests_without_lead"] == 0
     assert runtime.lead_at(drive.t) == (30.0, 10.0)  # kept, just not handed over
+    names = {s.name for s in runtime.diagnostics()}
+    assert "blockplan: lane pose" in names and "blockplan: lead vehicle" not in names

@@ -7,6 +7,9 @@
   hard `gates.*` reject). Values: counts and the newest plan's peaks.
 * `blockplan: camera <name>` — OK fresh; WARN stale; ERROR never seen. Value: frame age.
 * `blockplan: odometry` — OK fresh; WARN stale; ERROR none.
+* `blockplan: lane pose`, `blockplan: lead vehicle` — only for a planner that reads them:
+  OK while a report is recent enough (`max_lane_pose_age_s`, `max_lead_age_s`), WARN when
+  none is (the planner then plans without it). Values: its age and the values.
 * `blockplan: inputs` — WARN while any input has been rejected since the previous snapshot.
 """
 
@@ -90,11 +93,49 @@ def diagnostic_statuses(
         )
     )
 
+    if runtime.reads_lane_pose:
+        statuses.append(
+            _optional_status(
+                "lane pose", runtime.lane_poses.newest(), now, runtime.limits.max_lane_pose_age_s,
+                ("offset_m", "heading_error_rad"), Count.REQUESTS_WITHOUT_LANE_POSE, counts,
+            )
+        )  # fmt: skip
+    if runtime.reads_lead:
+        statuses.append(
+            _optional_status(
+                "lead vehicle", runtime.leads.newest(), now, runtime.limits.max_lead_age_s,
+                ("gap_m", "speed_mps"), Count.REQUESTS_WITHOUT_LEAD, counts,
+            )
+        )  # fmt: skip
+
     inputs = runtime.health.input_counts()
     level = WARN if counts["invalid_inputs"] > num_invalid_reported else OK
     message = "; ".join(f"{k}: {v}" for k, v in sorted(runtime.last_problem.items())) or "ok"
     statuses.append(DiagnosticStatusData("blockplan: inputs", level, message, values=inputs))
     return statuses
+
+
+def _optional_status(
+    what: str,
+    newest: tuple[int, tuple[float, float]] | None,
+    now_ns: int,
+    max_age_s: float,
+    names: tuple[str, str],
+    without: Count,
+    counts: dict[str, int],
+) -> DiagnosticStatusData:
+    """An optional input the model reads (lane pose, the car ahead): OK while recent enough."""
+    values: dict[str, object] = {without.value: counts[without.value]}
+    if newest is None:
+        message = f"no {what} received: planning without it"
+        return DiagnosticStatusData(f"blockplan: {what}", WARN, message, values=values)
+    stamp, pair = newest
+    age = (now_ns - stamp) * 1e-9
+    values |= {"age_s": round(age, 3), names[0]: pair[0], names[1]: pair[1]}
+    if age > max_age_s:
+        message = f"{what} {age:.3f} s old (> {max_age_s:g} s): planning without it"
+        return DiagnosticStatusData(f"blockplan: {what}", WARN, message, values=values)
+    return DiagnosticStatusData(f"blockplan: {what}", OK, "fresh", values=values)
 
 
 def _comfort_status(runtime: PlannerRuntime, counts: dict[str, int]) -> DiagnosticStatusData:
