@@ -1,7 +1,7 @@
 """Replay bags with the ego-status MLPs as the planner (the open-loop bar, through the same
 control loop as `blockplan replay`): ADE against the recorded path, per bag.
 
-    python scripts/ego_mlp_replay.py --data BASE --out OUT BAG [BAG ...] [--lane-pose]
+    python scripts/ego_mlp_replay.py --data BASE --out OUT BAG [BAG ...] [--lane-pose] [--lead]
         [--model models/blockplan-tiny] [--timing ideal]
 
 The MLP is fitted on the data set's train split with `--model`'s history rows, as
@@ -26,10 +26,14 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="one output folder per bag goes here")
     parser.add_argument("--model", default="models/blockplan-tiny", help="whose history rows")
     parser.add_argument("--lane-pose", action="store_true", help="the lane-pose MLP")
+    parser.add_argument(
+        "--lead", action="store_true", help="also the car ahead (ego_mlp_lead with --lane-pose)"
+    )
     parser.add_argument("--timing", default="ideal", choices=["ideal", "measured"])
     args = parser.parse_args()
     config = load_config(default_params_path())
-    planner = EgoMLPPlanner.fit(args.data, recipe_of_folder(args.model), lane_pose=args.lane_pose)
+    recipe = recipe_of_folder(args.model)
+    planner = EgoMLPPlanner.fit(args.data, recipe, lane_pose=args.lane_pose, lead=args.lead)
     for bag in args.bags:
         out = Path(args.out) / Path(bag).stem
         metrics = run_replay(bag, out, planner, config, timing=args.timing).metrics

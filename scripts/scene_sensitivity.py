@@ -55,7 +55,8 @@ def main() -> None:
     if not mc.vision.scene:
         raise SystemExit(f"{args.model}: the model has no scene token")
     lane = getattr(planner, "reads_lane_pose", False)
-    observations = bag_observations(args.bag, planner.config, planner.schema, lane)
+    lead = getattr(planner, "reads_lead", False)
+    observations = bag_observations(args.bag, planner.config, planner.schema, lane, lead)
     observations = observations[:: args.every]
     images = len(mc.camera_names) * mc.num_frames
     front = mc.camera_names.index("front") * mc.num_frames + mc.num_frames - 1

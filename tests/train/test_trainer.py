@@ -435,6 +435,24 @@ def test_an_encoder_that_reads_the_car_ahead_starts_from_one_that_does_not_and_t
     _straight_then_resumed(lead, train, val, config, tmp_path)
     assert load_pretrained(tmp_path / "b" / "best").config.ego_encoder.lead
 
+    # A folder that already reads the car ahead, and a run that adds the lane pose: the lane
+    # inputs go in before the lead's, which stay last, and the model starts where it was.
+    lead_only = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_lead=True)
+    first = Trainer(lead_only, train, tmp_path / "l", TrainConfig(steps=1, batch_size=2, seed=6))
+    torch.nn.init.normal_(first.model.ego_encoder.net[0].weight, std=0.5)
+    folder = first.model.save_pretrained(tmp_path / "lm", lead_only.tokenizer.to_str())
+    both = Trainer(lead, train, tmp_path / "both", config, progress=False)
+    both.init_from(folder)
+    w_both = both.model.state_dict()["ego_encoder.net.0.weight"]
+    w_first = first.model.state_dict()["ego_encoder.net.0.weight"]
+    torch.testing.assert_close(w_both[:, -LEAD_INPUTS:], w_first[:, -LEAD_INPUTS:])
+    assert torch.count_nonzero(w_both[:, -LEAD_INPUTS - 3 : -LEAD_INPUTS]) == 0
+    batch = dict(both.inputs(train, [0, 1], np.random.default_rng(0)))
+    with torch.no_grad():
+        mine = both.module(**batch)["loss"]
+        batch.pop("lane_input")
+        torch.testing.assert_close(mine, first.module(**batch)["loss"])
+
     every = list(range(len(train)))
     for dropout, hidden in ((0.0, 0), (1.0, len(every))):
         cfg = TrainConfig(steps=1, batch_size=2, lead_dropout=dropout)

@@ -8,8 +8,10 @@
 * `blockplan: camera <name>` — OK fresh; WARN stale; ERROR never seen. Value: frame age.
 * `blockplan: odometry` — OK fresh; WARN stale; ERROR none.
 * `blockplan: lane pose`, `blockplan: lead vehicle` — only for a planner that reads them:
-  OK while a report is recent enough (`max_lane_pose_age_s`, `max_lead_age_s`), WARN when
-  none is (the planner then plans without it). Values: its age and the values.
+  OK while the newest report is recent enough at the tick's time (`max_lane_pose_age_s`,
+  `max_lead_age_s`), WARN when none is: the source is silent and the planner plans without
+  it (a request counts against the window's stamp: `requests_without_*`). Values: the
+  report's age and values.
 * `blockplan: inputs` — WARN while any input has been rejected since the previous snapshot.
 """
 

@@ -44,7 +44,11 @@ class StampedInputs(Generic[Value]):
         return None
 
     def newest(self) -> tuple[int, Value] | None:
-        return self.items[-1] if self.items else None
+        """The newest (stamp, value); safe against a `clear` on another thread."""
+        try:
+            return self.items[-1]
+        except IndexError:
+            return None
 
     def clear(self) -> None:
         self.items.clear()

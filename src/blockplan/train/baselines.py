@@ -131,7 +131,10 @@ def fit_waypoint_mlp(
     """(net, mean, std): the ego-status MLP's recipe on any features (standardised, 2 hidden
     layers, full-batch AdamW on the waypoints' L2 loss), for `EgoMLP` and for studies of
     what an input is worth (scripts/open_loop_information.py)."""
-    mean, std = x.mean(0), x.std(0) + 1e-6
+    # A constant column (a flag that is always 1 in the data) keeps unit scale: an input
+    # seen only at serving time (an unknown lane pose) must not become a huge number.
+    mean, std = x.mean(0), x.std(0)
+    std = np.where(std < 1e-6, 1.0, std + 1e-6)
     y = future_xy[:, WAYPOINT_INDEX].reshape(len(x), -1)  # (N, 10)
     torch.manual_seed(seed)
     net = nn.Sequential(

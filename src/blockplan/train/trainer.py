@@ -217,10 +217,12 @@ def config_differences(theirs: dict, mine: dict, prefix: str = "") -> list[str]:
     return out
 
 
-def zero_inputs(weight: torch.Tensor, n: int) -> torch.Tensor:
-    """An input layer's weights (out, in) with n more inputs at the end, at zero weight: the
-    model first computes what it did."""
-    return torch.cat([weight, weight.new_zeros(weight.shape[0], n)], dim=1)
+def zero_inputs(weight: torch.Tensor, n: int, before_last: int = 0) -> torch.Tensor:
+    """An input layer's weights (out, in) with n more inputs at zero weight, at the end or
+    before the last `before_last` inputs: the model first computes what it did."""
+    cut = weight.shape[1] - before_last
+    zeros = weight.new_zeros(weight.shape[0], n)
+    return torch.cat([weight[:, :cut], zeros, weight[:, cut:]], dim=1)
 
 
 class Trainer:
@@ -355,7 +357,8 @@ class Trainer:
         # An encoder folder without the lane pose, or that does not read the scene token, can
         # start a run whose encoder reads it: those inputs (after the history rows, in this
         # order) start at zero weight, the same way. (A folder that reads the scene but not
-        # the lane pose cannot: the lane inputs come first.)
+        # the lane pose cannot: the lane inputs come first.) A folder that reads the car
+        # ahead keeps its lead inputs last: the new ones go in before them.
         for name, width in (("lane_pose", LANE_INPUTS), ("scene", mine.decoder.hidden_size)):
             if (
                 theirs is not None
@@ -366,7 +369,9 @@ class Trainer:
             ):
                 encoder = dataclasses.replace(mine.ego_encoder, **{name: False})
                 mine = dataclasses.replace(mine, ego_encoder=encoder)
-                state = dict(state) | {EGO_INPUT: zero_inputs(state[EGO_INPUT], width)}
+                after = LEAD_INPUTS if theirs.lead else 0
+                widened = zero_inputs(state[EGO_INPUT], width, before_last=after)
+                state = dict(state) | {EGO_INPUT: widened}
         # The car ahead comes after every other input, so any encoder folder without it
         # can start a run that reads it.
         if (
