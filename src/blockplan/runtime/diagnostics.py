@@ -95,20 +95,18 @@ def diagnostic_statuses(
         )
     )
 
-    if runtime.reads_lane_pose:
-        statuses.append(
-            _optional_status(
-                "lane pose", runtime.lane_poses.newest(), now, runtime.limits.max_lane_pose_age_s,
-                ("offset_m", "heading_error_rad"), Count.REQUESTS_WITHOUT_LANE_POSE, counts,
+    limits = runtime.limits
+    optional = (  # (read?, name, buffer, max age, value names, requests without it)
+        (runtime.reads_lane_pose, "lane pose", runtime.lane_poses, limits.max_lane_pose_age_s,
+         ("offset_m", "heading_error_rad"), Count.REQUESTS_WITHOUT_LANE_POSE),
+        (runtime.reads_lead, "lead vehicle", runtime.leads, limits.max_lead_age_s,
+         ("gap_m", "speed_mps"), Count.REQUESTS_WITHOUT_LEAD),
+    )  # fmt: skip
+    for reads, what, buffer, max_age, names, without in optional:
+        if reads:
+            statuses.append(
+                _optional_status(what, buffer.newest(), now, max_age, names, without, counts)
             )
-        )  # fmt: skip
-    if runtime.reads_lead:
-        statuses.append(
-            _optional_status(
-                "lead vehicle", runtime.leads.newest(), now, runtime.limits.max_lead_age_s,
-                ("gap_m", "speed_mps"), Count.REQUESTS_WITHOUT_LEAD, counts,
-            )
-        )  # fmt: skip
 
     inputs = runtime.health.input_counts()
     level = WARN if counts["invalid_inputs"] > num_invalid_reported else OK

@@ -218,6 +218,20 @@ def render_prompt_text(
     return PromptText(schema.system_text, "".join(parts), len(camera_names) * num_frames)
 
 
+def _ego_pair(
+    value: np.ndarray | None, observation: Observation | None, name: str, units: str
+) -> np.ndarray:
+    """A (2,) input an ego encoder may read (`name`: an Observation field), default the
+    observation's, NaN when unknown; read-only."""
+    if value is None and observation is not None:
+        value = getattr(observation, name)
+    pair = np.full(2, np.nan) if value is None else np.asarray(value, dtype=np.float64)
+    if pair.shape != (2,):
+        raise SchemaError(f"{name} shape {pair.shape}: expected (2,) {units}")
+    pair.setflags(write=False)
+    return pair
+
+
 def render_prompt(
     observation: Observation | None,
     tokenizer: Tokenizer,
@@ -282,18 +296,8 @@ def render_prompt(
         return PromptLayout(token_ids=token_ids, header_end=header_end, image_spans=tuple(spans))
     ego = np.asarray(history, dtype=np.float32)
     ego.setflags(write=False)
-    if lane_pose is None and observation is not None:
-        lane_pose = observation.lane_pose
-    lane = np.full(2, np.nan) if lane_pose is None else np.asarray(lane_pose, dtype=np.float64)
-    if lane.shape != (2,):
-        raise SchemaError(f"lane_pose shape {lane.shape}: expected (2,) [offset m, heading rad]")
-    lane.setflags(write=False)
-    if lead is None and observation is not None:
-        lead = observation.lead
-    ahead = np.full(2, np.nan) if lead is None else np.asarray(lead, dtype=np.float64)
-    if ahead.shape != (2,):
-        raise SchemaError(f"lead shape {ahead.shape}: expected (2,) [gap m, speed m/s]")
-    ahead.setflags(write=False)
+    lane = _ego_pair(lane_pose, observation, "lane_pose", "[offset m, heading rad]")
+    ahead = _ego_pair(lead, observation, "lead", "[gap m, speed m/s]")
     return PromptLayout(
         token_ids,
         header_end,
