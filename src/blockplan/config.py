@@ -60,17 +60,15 @@ def _check(ok: bool, where: str, value: Any, why: str) -> None:
         raise ConfigError(f"{where}={value!r}: {why}")
 
 
-def _positive(where: str, value: float) -> None:
-    _check(math.isfinite(value) and value > 0, where, value, "must be a finite number > 0")
-
-
 def _one_of(where: str, value: str, allowed: tuple[str, ...]) -> None:
     _check(value in allowed, where, value, f"must be one of {list(allowed)}")
 
 
 # Field metadata, read by the validation here and by the node's parameters (ros/params.py):
-# the values a field allows and the ROS range of a bounded one come from the field itself.
-CHOICES_KEY, RANGE_KEY, NODE_KEY = "choices", "range", "node_parameter"
+# the values a field allows, the ROS range of a bounded one and the sign of a signed one come
+# from the field itself.
+CHOICES_KEY, RANGE_KEY, NODE_KEY, SIGN_KEY = "choices", "range", "node_parameter", "sign"
+SIGNS = {"> 0": lambda v: v > 0, ">= 0": lambda v: v >= 0, "< 0": lambda v: v < 0}
 
 
 def choice(default: str, choices: tuple[str, ...], node_parameter: bool = True) -> Any:
@@ -87,11 +85,25 @@ def bounded(default: float, low: float, high: float) -> Any:
     return field(default=default, metadata={RANGE_KEY: (low, high)})
 
 
-def _check_choices(obj: Any, where: str) -> None:
-    """Every `choice` field of the dataclass `obj` holds one of its choices (`where.field`)."""
+def signed(default: float, sign: str) -> Any:
+    """A finite number with `sign` (a key of `SIGNS`, e.g. "> 0"): `_check_fields` checks it
+    and the node's parameter states it (`ros2 param describe`)."""
+    if sign not in SIGNS:
+        raise ValueError(f"sign {sign!r}: one of {list(SIGNS)}")
+    return field(default=default, metadata={SIGN_KEY: sign})
+
+
+def _check_fields(obj: Any, where: str) -> None:
+    """Every `choice` field of the dataclass `obj` holds one of its choices and every `signed`
+    field a finite number of its sign (errors name `where.field`)."""
     for f in dataclasses.fields(obj):
+        name, value = f"{where}.{f.name}", getattr(obj, f.name)
         if CHOICES_KEY in f.metadata:
-            _one_of(f"{where}.{f.name}", getattr(obj, f.name), f.metadata[CHOICES_KEY])
+            _one_of(name, value, f.metadata[CHOICES_KEY])
+        if SIGN_KEY in f.metadata:
+            sign = f.metadata[SIGN_KEY]
+            ok = math.isfinite(value) and SIGNS[sign](value)
+            _check(ok, name, value, f"must be a finite number {sign}")
 
 
 @dataclass(frozen=True)
@@ -116,7 +128,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         _check(bool(self.dir), "model.dir", self.dir, "must not be empty")
-        _check_choices(self, "model")
+        _check_fields(self, "model")
         _check(self.num_threads >= 1, "model.num_threads", self.num_threads, "must be >= 1")
         _check(
             re.fullmatch(r"cpu|cuda(:\d+)?", self.device) is not None,
@@ -159,7 +171,7 @@ class DecodingConfig:
     spec_window: str = choice("adaptive", SPEC_WINDOWS)
 
     def __post_init__(self) -> None:
-        _check_choices(self, "decoding")
+        _check_fields(self, "decoding")
         _check(
             0.0 < self.confidence_threshold <= 1.0,
             "decoding.confidence_threshold",
@@ -184,9 +196,9 @@ class RolloutConfig:
     the median-closest rollout is always kept."""
 
     num_rollouts: int = bounded(4, 1, 64)
-    temperature: float = 0.5
+    temperature: float = signed(0.5, ">= 0")
     seed: int = 0
-    max_deviation_m: float = 5.0
+    max_deviation_m: float = signed(5.0, ">= 0")
     # How the N forked rows decode the trajectory: "scaffold_spec" (drafts coupled to the
     # verify's uniforms; the faster on real sequences, where the model is sure and drafts
     # run long) or "ar" (one token per forward for all N rows: faster where drafts are short,
@@ -194,24 +206,12 @@ class RolloutConfig:
     trajectory_decoding: str = choice("scaffold_spec", ROLLOUT_DECODINGS)
 
     def __post_init__(self) -> None:
-        _check_choices(self, "rollouts")
+        _check_fields(self, "rollouts")
         _check(
             1 <= self.num_rollouts <= 64,
             "rollouts.num_rollouts",
             self.num_rollouts,
             "must be in [1, 64]",
-        )
-        _check(
-            math.isfinite(self.temperature) and self.temperature >= 0,
-            "rollouts.temperature",
-            self.temperature,
-            "must be a finite number >= 0",
-        )
-        _check(
-            math.isfinite(self.max_deviation_m) and self.max_deviation_m >= 0,
-            "rollouts.max_deviation_m",
-            self.max_deviation_m,
-            "must be a finite number >= 0 (0 keeps every rollout)",
         )
 
 
@@ -295,16 +295,14 @@ class FlowConfig:
 class ControlConfig:
     """The fixed-rate control loop (docs/DESIGN.md §5)."""
 
-    rate_hz: float = 10.0
-    max_plan_age_s: float = 1.0
+    rate_hz: float = signed(10.0, "> 0")
+    max_plan_age_s: float = signed(1.0, "> 0")
     # When a replayed plan becomes available (blockplan replay; the live node runs in real
     # time and has no such setting).
     timing: str = choice("ideal", TIMING_MODES, node_parameter=False)
 
     def __post_init__(self) -> None:
-        _positive("control.rate_hz", self.rate_hz)
-        _positive("control.max_plan_age_s", self.max_plan_age_s)
-        _check_choices(self, "control")
+        _check_fields(self, "control")
 
 
 @dataclass(frozen=True)
@@ -325,7 +323,7 @@ class CameraConfig:
         _check(
             self.topic.startswith("/"), f"cameras.{self.name}.topic", self.topic, "must be absolute"
         )
-        _check_choices(self, f"cameras.{self.name}")
+        _check_fields(self, f"cameras.{self.name}")
 
 
 def _default_cameras() -> tuple[CameraConfig, ...]:
@@ -341,8 +339,8 @@ class FrameWindowConfig:
     its K/V)."""
 
     num_frames: int = bounded(2, 1, 16)
-    frame_period_s: float = 0.5
-    max_frame_age_s: float = 0.3
+    frame_period_s: float = signed(0.5, "> 0")
+    max_frame_age_s: float = signed(0.3, "> 0")
     stale_camera_policy: str = choice("degrade", STALE_CAMERA_POLICIES)
     # Streaming prefill (DECODING.md "Streaming"): "auto" = on for models whose frames stream
     # exactly (frame-only visual attention, no frame-slot embedding), off for the others;
@@ -359,9 +357,7 @@ class FrameWindowConfig:
             self.num_frames,
             "must be in [1, 16]",
         )
-        _positive("frame_window.frame_period_s", self.frame_period_s)
-        _positive("frame_window.max_frame_age_s", self.max_frame_age_s)
-        _check_choices(self, "frame_window")
+        _check_fields(self, "frame_window")
         _check(
             0.0 <= self.reuse_tolerance < 0.5,
             "frame_window.reuse_tolerance",
@@ -376,18 +372,17 @@ class TrajectoryOutputConfig:
     `waypoint_tolerance_m` (0: the WOD-E2E JMT interpolation, exactly through them), sampled
     at `dt` over `horizon_s`, stitched onto the commanded state over `stitch_duration_s`."""
 
-    dt: float = 0.25
-    horizon_s: float = 5.0
+    dt: float = signed(0.25, "> 0")
+    horizon_s: float = signed(5.0, "> 0")
     stitch_duration_s: float = 0.5
     # A waypoint's distance from the published path may be up to this (m): ±0.5 m of waypoint
     # noise on a 20 m/s cruise then gives ~6 m/s³ of jerk at most, not ~20 (trajectory/smooth.py);
     # 0.2 m and more let a car tracking the expert's roundabout path leave the lane
     # (docs/RUNTIME.md "The published path").
-    waypoint_tolerance_m: float = 0.15
+    waypoint_tolerance_m: float = signed(0.15, ">= 0")
 
     def __post_init__(self) -> None:
-        _positive("trajectory.dt", self.dt)
-        _positive("trajectory.horizon_s", self.horizon_s)
+        _check_fields(self, "trajectory")
         _check(
             self.dt <= self.horizon_s, "trajectory.dt", self.dt, "must be <= trajectory.horizon_s"
         )
@@ -397,30 +392,6 @@ class TrajectoryOutputConfig:
             self.stitch_duration_s,
             "must be in [0, horizon_s)",
         )
-        _check(
-            math.isfinite(self.waypoint_tolerance_m) and self.waypoint_tolerance_m >= 0,
-            "trajectory.waypoint_tolerance_m",
-            self.waypoint_tolerance_m,
-            "must be a finite number >= 0",
-        )
-
-
-def _check_limits(section: str, limits: Any) -> None:
-    _positive(f"{section}.max_speed", limits.max_speed)
-    _check(
-        math.isfinite(limits.min_accel) and limits.min_accel < 0,
-        f"{section}.min_accel",
-        limits.min_accel,
-        "must be a finite number < 0",
-    )
-    for name in ("max_accel", "max_lateral_accel", "max_abs_jerk", "max_yaw_rate"):
-        _positive(f"{section}.{name}", getattr(limits, name))
-    _check(
-        math.isfinite(limits.yaw_rate_min_speed) and limits.yaw_rate_min_speed >= 0,
-        f"{section}.yaw_rate_min_speed",
-        limits.yaw_rate_min_speed,
-        "must be a finite number >= 0",
-    )
 
 
 @dataclass(frozen=True)
@@ -431,19 +402,19 @@ class GateConfig:
     expert's own futures pass in >= 99 % of the test samples of every scenario
     (docs/BENCHMARKS.md "Validity gates")."""
 
-    max_speed: float = 40.0
-    min_accel: float = -8.0  # ≈ 0.8 g: emergency braking on dry asphalt
-    max_accel: float = 8.0
-    max_lateral_accel: float = 10.0  # ≈ 1 g: no tyre holds more
-    max_abs_jerk: float = 50.0
-    max_yaw_rate: float = 2.0
+    max_speed: float = signed(40.0, "> 0")
+    min_accel: float = signed(-8.0, "< 0")  # ≈ 0.8 g: emergency braking on dry asphalt
+    max_accel: float = signed(8.0, "> 0")
+    max_lateral_accel: float = signed(10.0, "> 0")  # ≈ 1 g: no tyre holds more
+    max_abs_jerk: float = signed(50.0, "> 0")
+    max_yaw_rate: float = signed(2.0, "> 0")
     # Below this speed (m/s) the yaw rate is not checked: a path's heading at a standstill is
     # fit noise (the fit's curvature at 0.6 m/s), harmless at that speed (lateral
     # acceleration = speed · yaw rate, checked everywhere).
-    yaw_rate_min_speed: float = 3.0
+    yaw_rate_min_speed: float = signed(3.0, ">= 0")
 
     def __post_init__(self) -> None:
-        _check_limits("gates", self)
+        _check_fields(self, "gates")
 
 
 @dataclass(frozen=True)
@@ -452,16 +423,16 @@ class ComfortConfig:
     the excess is counted (`uncomfortable_plans`) and reported on /diagnostics and in the
     metrics. Same checks as the hard `gates`."""
 
-    max_speed: float = 40.0
-    min_accel: float = -4.05
-    max_accel: float = 2.40
-    max_lateral_accel: float = 4.89
-    max_abs_jerk: float = 8.37
-    max_yaw_rate: float = 0.95
-    yaw_rate_min_speed: float = 0.0  # m/s: the yaw rate is checked at every speed
+    max_speed: float = signed(40.0, "> 0")
+    min_accel: float = signed(-4.05, "< 0")
+    max_accel: float = signed(2.40, "> 0")
+    max_lateral_accel: float = signed(4.89, "> 0")
+    max_abs_jerk: float = signed(8.37, "> 0")
+    max_yaw_rate: float = signed(0.95, "> 0")
+    yaw_rate_min_speed: float = signed(0.0, ">= 0")  # m/s: the yaw rate is checked at every speed
 
     def __post_init__(self) -> None:
-        _check_limits("comfort", self)
+        _check_fields(self, "comfort")
 
 
 @dataclass(frozen=True)
@@ -469,13 +440,11 @@ class FallbackConfig:
     """What is published when there is no fresh valid plan."""
 
     policy: str = choice("hold_last", FALLBACK_POLICIES)
-    stop_deceleration: float = 2.0
-    max_hold_age_s: float = 1.5
+    stop_deceleration: float = signed(2.0, "> 0")
+    max_hold_age_s: float = signed(1.5, "> 0")
 
     def __post_init__(self) -> None:
-        _check_choices(self, "fallback")
-        _positive("fallback.stop_deceleration", self.stop_deceleration)
-        _positive("fallback.max_hold_age_s", self.max_hold_age_s)
+        _check_fields(self, "fallback")
 
 
 @dataclass(frozen=True)
@@ -531,13 +500,15 @@ class RobotConfig:
 
     joint_names: str = SAWYER_JOINTS  # comma-separated: the proprioceptive state's order
     instruction: str = ""  # used until the instruction topic has a message
-    chunk_period_s: float = 0.0125  # the data set's control period
+    chunk_period_s: float = signed(0.0125, "> 0")  # the data set's control period
     replan_steps: int = 2
     # > 0: each step's action is the weighted mean over every recent chunk that covers it,
     # weight exp(-m·i) with i = 0 the oldest (ACT's temporal ensembling); 0: the newest only
-    temporal_ensemble: float = 0.0
-    max_joint_state_age_s: float = 0.2
-    velocity_per_unit: float = 0.8  # m/s end-effector velocity per action unit (Meta-World)
+    temporal_ensemble: float = signed(0.0, ">= 0")
+    max_joint_state_age_s: float = signed(0.2, "> 0")
+    velocity_per_unit: float = signed(
+        0.8, "> 0"
+    )  # m/s end-effector velocity per action unit (Meta-World)
     command_frame: str = "world"
     joint_states_topic: str = "/joint_states"
     instruction_topic: str = "/instruction"
@@ -551,12 +522,8 @@ class RobotConfig:
                "must be a comma-separated list of joint names")  # fmt: skip
         _check(len(set(names)) == len(names), "robot.joint_names", self.joint_names,
                "names must be unique")  # fmt: skip
-        _positive("robot.chunk_period_s", self.chunk_period_s)
         _check(self.replan_steps >= 1, "robot.replan_steps", self.replan_steps, "must be >= 1")
-        _check(self.temporal_ensemble >= 0 and math.isfinite(self.temporal_ensemble),
-               "robot.temporal_ensemble", self.temporal_ensemble, "must be finite and >= 0")  # fmt: skip
-        _positive("robot.max_joint_state_age_s", self.max_joint_state_age_s)
-        _positive("robot.velocity_per_unit", self.velocity_per_unit)
+        _check_fields(self, "robot")
         for name in ("joint_states", "instruction", "twist", "gripper", "chunk"):
             value = getattr(self, f"{name}_topic")
             _check(value.startswith("/"), f"robot.{name}_topic", value, "must be absolute")

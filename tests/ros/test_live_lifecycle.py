@@ -61,6 +61,7 @@ def test_lifecycle_by_hand_and_parameters_at_run_time(graph):
             "decoding.strategy",
             "model.dir",
             "decoding.confidence_threshold",
+            "control.rate_hz",
         ).stdout
         blocks = {b.split("\n")[0]: b for b in described.split("Parameter name: ")[1:]}
         assert "Min value: 1\n    Max value: 64" in blocks["rollouts.num_rollouts"], described
@@ -69,6 +70,8 @@ def test_lifecycle_by_hand_and_parameters_at_run_time(graph):
         assert "Additional constraints: one of ['ar', 'full_diffusion'," in strategy, described
         assert "Read only: true" in blocks["model.dir"], described
         assert "Type: double" in blocks["decoding.confidence_threshold"], described
+        rate = blocks["control.rate_hz"]
+        assert "Additional constraints: a finite number > 0" in rate, described
 
         graph.transition("activate")
         assert w.state() == "active"

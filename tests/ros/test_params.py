@@ -122,6 +122,26 @@ def test_choices_are_exactly_what_the_config_accepts():
             config_from_values({**values, name: "no_such_choice"})
 
 
+def test_signs_are_stated_and_exactly_what_the_config_accepts():
+    """`ros2 param describe control.rate_hz` says "a finite number > 0": every open bound the
+    config checks is stated on the parameter, and a value just across it is refused."""
+    specs = _all_specs()
+    values = _defaults(specs)
+    signed = {n: s for n, s in specs.items() if s.sign}
+    assert {"control.rate_hz", "gates.min_accel", "trajectory.waypoint_tolerance_m"} <= set(signed)
+    across = {"> 0": (0.0, 1e-3), ">= 0": (-1e-3, 0.0), "< 0": (0.0, -1e-3)}
+    for name, spec in signed.items():
+        assert (
+            spec.type == "double" and spec.additional_constraints == f"a finite number {spec.sign}"
+        )
+        bad, good = across[spec.sign]
+        for refused in (bad, float("nan"), float("inf") if spec.sign != "< 0" else float("-inf")):
+            with pytest.raises(ConfigError, match=name):
+                config_from_values({**values, name: refused})
+        if name not in ("trajectory.dt", "trajectory.horizon_s"):  # dt <= horizon too
+            config_from_values({**values, name: good})
+
+
 def test_read_only_where_a_change_needs_a_restart():
     specs = _all_specs()
     for name in (

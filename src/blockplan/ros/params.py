@@ -27,6 +27,7 @@ from blockplan.config import (
     CHOICES_KEY,
     NODE_KEY,
     RANGE_KEY,
+    SIGN_KEY,
     CameraConfig,
     ConfigError,
     PlannerConfig,
@@ -61,10 +62,13 @@ class ParameterSpec:
     choices: tuple[str, ...] = ()
     value_range: tuple[float, float] | None = None
     read_only: bool = False
+    sign: str = ""  # a double's open bound, e.g. "> 0" (`signed` fields of the config)
 
     @property
     def additional_constraints(self) -> str:
-        return f"one of {list(self.choices)}" if self.choices else ""
+        if self.choices:
+            return f"one of {list(self.choices)}"
+        return f"a finite number {self.sign}" if self.sign else ""
 
 
 def _pattern(name: str) -> str:
@@ -143,6 +147,7 @@ def _spec(name: str, value: Any) -> ParameterSpec:
         choices=choices,
         value_range=None if value_range is None else tuple(value_range),
         read_only=name.startswith(READ_ONLY_PREFIXES) or name in READ_ONLY,
+        sign=_metadata(name, SIGN_KEY, ""),
     )
 
 
