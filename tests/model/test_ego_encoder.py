@@ -358,43 +358,6 @@ def test_an_encoder_with_the_lane_pose_reads_it_and_knows_when_it_is_missing(tmp
     torch.testing.assert_close(known[0, :start], unknown[0, :start])
 
 
-def test_training_and_serving_give_the_encoder_the_same_lane_pose():
-    """Planner.embed of an Observation with a lane pose equals SASDModule.prompt_embeds of
-    the data set row with it; a model without the lane pose ignores it."""
-    from blockplan.config import PlannerConfig
-    from blockplan.planner.planner import Planner
-    from blockplan.planner.synthetic import synthetic_observation
-    from blockplan.train.examples import ExampleEncoder
-    from blockplan.train.objective import SASDModule
-
-    config = PlannerConfig()
-    lane = Recipe.build("test", tuple(config.camera_names), 2, ego_tokens=4, ego_lane_pose=True)
-    torch.manual_seed(0)
-    model = PlannerModel(lane.model_config).eval()
-    planner = Planner(model, lane.tokenizer, config, lane.schema)
-    assert planner.reads_lane_pose
-    vision = lane.model_config.vision
-    size = (vision.image_height, vision.image_width)
-    obs = synthetic_observation(config, seed=3, size=size, schema=lane.schema)
-    obs = dataclasses.replace(obs, lane_pose=(-0.6, 0.04))
-    served, layout = planner.embed(obs, {})
-    np.testing.assert_array_equal(layout.lane_pose, [-0.6, 0.04])
-    encoder = ExampleEncoder(lane)
-    history = ego_history_array(obs.ego_history, obs.stamp_ns, lane.schema)
-    images = np.stack([encoder.resize(f.image[None])[0] for f in obs.frames])
-    module = SASDModule(model, lane).eval()
-    with torch.no_grad():
-        trained = module.prompt_embeds(
-            torch.tensor(encoder.prompt_ids(history, obs.route_command))[None],
-            torch.from_numpy(images)[None],
-            torch.tensor(history, dtype=torch.float32)[None],
-            lane_input=torch.tensor([[-0.6, 0.04]]),
-        )
-    torch.testing.assert_close(trained, served, rtol=1e-5, atol=1e-5)
-    plain = Recipe.build("test", tuple(config.camera_names), 2, ego_tokens=4)
-    assert not Planner(PlannerModel(plain.model_config), plain.tokenizer, config).reads_lane_pose
-
-
 def test_an_encoder_with_the_car_ahead_reads_gap_and_speed_and_knows_when_it_is_missing(
     tmp_path,
 ):
@@ -449,9 +412,18 @@ def test_an_encoder_with_the_car_ahead_reads_gap_and_speed_and_knows_when_it_is_
     torch.testing.assert_close(slots([nan, nan]), unknown)
 
 
-def test_training_and_serving_give_the_encoder_the_same_car_ahead():
-    """Planner.embed of an Observation with a car ahead equals SASDModule.prompt_embeds of
-    the data set row with it; a model without the input does not read it."""
+KEYWORDS = {"lane_pose": "lane_input", "lead": "lead_input"}  # prompt_embeds' argument names
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [{"lane_pose": (-0.6, 0.04)}, {"lane_pose": (-0.6, 0.04), "lead": (23.5, 17.25)}],
+    ids=["lane_pose", "lane_pose_and_lead"],
+)
+def test_training_and_serving_give_the_encoder_the_same_optional_inputs(inputs):
+    """Planner.embed of an Observation with a lane pose (and a car ahead) equals
+    SASDModule.prompt_embeds of the data set row with them; the embedding moves with each
+    input, and a model without them does not read them."""
     from blockplan.config import PlannerConfig
     from blockplan.planner.planner import Planner
     from blockplan.planner.synthetic import synthetic_observation
@@ -460,32 +432,35 @@ def test_training_and_serving_give_the_encoder_the_same_car_ahead():
 
     config = PlannerConfig()
     names = tuple(config.camera_names)
-    lead = Recipe.build("test", names, 2, ego_tokens=4, ego_lane_pose=True, ego_lead=True)
+    reads_lead = "lead" in inputs
+    recipe = Recipe.build("test", names, 2, ego_tokens=4, ego_lane_pose=True, ego_lead=reads_lead)
     torch.manual_seed(0)
-    model = PlannerModel(lead.model_config).eval()
+    model = PlannerModel(recipe.model_config).eval()
     torch.nn.init.normal_(model.ego_encoder.net[0].weight, std=0.5)
-    planner = Planner(model, lead.tokenizer, config, lead.schema)
-    assert planner.reads_lead and planner.reads_lane_pose
-    vision = lead.model_config.vision
+    planner = Planner(model, recipe.tokenizer, config, recipe.schema)
+    assert planner.reads_lane_pose and planner.reads_lead == reads_lead
+    vision = recipe.model_config.vision
     size = (vision.image_height, vision.image_width)
-    obs = synthetic_observation(config, seed=3, size=size, schema=lead.schema)
-    obs = dataclasses.replace(obs, lane_pose=(-0.6, 0.04), lead=(23.5, 17.25))
+    obs = synthetic_observation(config, seed=3, size=size, schema=recipe.schema)
+    obs = dataclasses.replace(obs, **inputs)
     served, layout = planner.embed(obs, {})
-    np.testing.assert_array_equal(layout.lead, [23.5, 17.25])
-    encoder = ExampleEncoder(lead)
-    history = ego_history_array(obs.ego_history, obs.stamp_ns, lead.schema)
+    for name, value in inputs.items():
+        np.testing.assert_array_equal(getattr(layout, name), value)
+    encoder = ExampleEncoder(recipe)
+    history = ego_history_array(obs.ego_history, obs.stamp_ns, recipe.schema)
     images = np.stack([encoder.resize(f.image[None])[0] for f in obs.frames])
-    module = SASDModule(model, lead).eval()
+    module = SASDModule(model, recipe).eval()
     with torch.no_grad():
         trained = module.prompt_embeds(
             torch.tensor(encoder.prompt_ids(history, obs.route_command))[None],
             torch.from_numpy(images)[None],
             torch.tensor(history, dtype=torch.float32)[None],
-            lane_input=torch.tensor([[-0.6, 0.04]]),
-            lead_input=torch.tensor([[23.5, 17.25]]),
+            **{KEYWORDS[name]: torch.tensor([value]) for name, value in inputs.items()},
         )
     torch.testing.assert_close(trained, served, rtol=1e-5, atol=1e-5)
-    moved, _ = planner.embed(dataclasses.replace(obs, lead=(23.5, 10.0)), {})
-    assert not torch.allclose(moved, served)
+    for name, (first, second) in inputs.items():
+        moved, _ = planner.embed(dataclasses.replace(obs, **{name: (first, second + 7.0)}), {})
+        assert not torch.allclose(moved, served), name
     plain = Recipe.build("test", names, 2, ego_tokens=4)
-    assert not Planner(PlannerModel(plain.model_config), plain.tokenizer, config).reads_lead
+    bare = Planner(PlannerModel(plain.model_config), plain.tokenizer, config)
+    assert not bare.reads_lane_pose and not bare.reads_lead

@@ -308,21 +308,29 @@ def test_thread_worker_live_mode() -> None:
         runtime.close()
 
 
-class LanePlanner(ConstantVelocityPlanner):
-    """A planner whose model reads the lane pose; keeps what each request carried."""
+class InputsPlanner(ConstantVelocityPlanner):
+    """A planner whose model reads the optional inputs asked for (the lane pose, the car
+    ahead); keeps every observation it was asked to plan."""
 
-    reads_lane_pose = True
-
-    def __init__(self) -> None:
-        self.poses: list[tuple[float, float] | None] = []
+    def __init__(self, *, lane_pose: bool = False, lead: bool = False) -> None:
+        self.reads_lane_pose, self.reads_lead = lane_pose, lead
+        self.seen: list[Observation] = []
 
     def plan(self, observation: Observation) -> Plan:
-        self.poses.append(observation.lane_pose)
+        self.seen.append(observation)
         return super().plan(observation)
+
+    @property
+    def poses(self) -> list[tuple[float, float] | None]:
+        return [o.lane_pose for o in self.seen]
+
+    @property
+    def leads(self) -> list[tuple[float, float] | None]:
+        return [o.lead for o in self.seen]
 
 
 def test_the_lane_pose_goes_to_a_planner_that_reads_it_while_it_is_fresh() -> None:
-    planner = LanePlanner()
+    planner = InputsPlanner(lane_pose=True)
     runtime, drive = _runtime("ideal", planner=planner)
     drive.step()  # t = 1.1 s: no lane pose yet
     runtime.on_lane_pose(drive.t + 100 * MS, 0.3, 0.02)  # stamped 1.2 s
@@ -340,14 +348,7 @@ def test_the_lane_pose_goes_to_a_planner_that_reads_it_while_it_is_fresh() -> No
 
 
 def test_a_planner_that_does_not_read_the_lane_pose_is_not_given_it() -> None:
-    class Keeps(ConstantVelocityPlanner):
-        seen: list[Observation] = []
-
-        def plan(self, observation: Observation) -> Plan:
-            self.seen.append(observation)
-            return super().plan(observation)
-
-    planner = Keeps()
+    planner = InputsPlanner()
     runtime, drive = _runtime("ideal", planner=planner)
     runtime.on_lane_pose(drive.t + 100 * MS, 0.3, 0.02)
     drive.step()
@@ -355,24 +356,11 @@ def test_a_planner_that_does_not_read_the_lane_pose_is_not_given_it() -> None:
     assert runtime.metrics()["requests_without_lane_pose"] == 0
 
 
-class LeadPlanner(ConstantVelocityPlanner):
-    """A planner whose model reads the car ahead; keeps what each request carried."""
-
-    reads_lead = True
-
-    def __init__(self) -> None:
-        self.leads: list[tuple[float, float] | None] = []
-
-    def plan(self, observation: Observation) -> Plan:
-        self.leads.append(observation.lead)
-        return super().plan(observation)
-
-
 def test_the_car_ahead_goes_to_a_planner_that_reads_it_while_it_is_fresh() -> None:
     """The tracker's report is used like the lane pose (newest not after the window, at most
     max_lead_age_s old); "no car ahead" (an infinite gap) is a report, a NaN or non-positive
     gap or a car without a speed is rejected and counted; a time jump forgets them."""
-    planner = LeadPlanner()
+    planner = InputsPlanner(lead=True)
     runtime, drive = _runtime("ideal", planner=planner)
     drive.step()  # t = 1.1 s: no report yet
     runtime.on_lead(drive.t + 100 * MS, 32.0, 18.5)  # stamped 1.2 s
@@ -400,7 +388,7 @@ def test_the_car_ahead_goes_to_a_planner_that_reads_it_while_it_is_fresh() -> No
 
 
 def test_a_planner_that_does_not_read_the_car_ahead_is_not_given_it() -> None:
-    planner = LanePlanner()
+    planner = InputsPlanner(lane_pose=True)
     runtime, drive = _runtime("ideal", planner=planner)
     runtime.on_lead(drive.t + 100 * MS, 30.0, 10.0)
     drive.step()

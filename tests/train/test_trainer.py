@@ -337,13 +337,34 @@ def test_the_lane_pose_probe_needs_data_that_records_the_lane_pose(recipe, datas
         Trainer(recipe, train, "unused", TrainConfig(steps=1, lane_pose_weight=1.0))
 
 
+def _new_inputs_start_silent_then_train(source, target, folder, train, batch_key, count):
+    """`target.init_from(folder)` (saved from `source`): the encoder's `count` new inputs come
+    last at zero weight, so the loss is the folder's without them; `fit` then moves them."""
+    import torch
+
+    target.init_from(folder)
+    weight = target.model.state_dict()["ego_encoder.net.0.weight"]
+    theirs = source.model.state_dict()["ego_encoder.net.0.weight"]
+    assert weight.shape[1] == theirs.shape[1] + count
+    assert torch.count_nonzero(weight[:, -count:]) == 0
+    batch = dict(target.inputs(train, [0, 1], np.random.default_rng(0)))
+    assert batch[batch_key].shape == (2, 2)
+    with torch.no_grad():
+        mine = target.module(**batch)["loss"]
+        batch.pop(batch_key)
+        before = source.module(**batch)["loss"]
+    torch.testing.assert_close(mine, before)  # the new inputs are silent at first
+    target.fit()
+    weight = target.model.state_dict()["ego_encoder.net.0.weight"]
+    assert torch.count_nonzero(weight[:, -count:]) > 0
+
+
 def test_an_encoder_that_reads_the_lane_pose_starts_from_one_that_does_not_and_trains(
     dataset_dir, tmp_path
 ):
     """`--ego-lane-pose --init-from` a folder without it: the lane inputs start at zero
     weight, so the model first plans exactly as the folder did; training then moves them,
     a resumed run is the straight run, and the folder records the setting."""
-    import torch
 
     from blockplan.model.ego import LANE_INPUTS
 
@@ -358,21 +379,7 @@ def test_an_encoder_that_reads_the_lane_pose_starts_from_one_that_does_not_and_t
         steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
     )
     target = Trainer(lane, train, tmp_path / "t", config, progress=False)
-    target.init_from(folder)
-    weight = target.model.state_dict()["ego_encoder.net.0.weight"]
-    assert weight.shape[1] == source.model.state_dict()["ego_encoder.net.0.weight"].shape[1] + 3
-    assert torch.count_nonzero(weight[:, -LANE_INPUTS:]) == 0
-    batch = {k: v for k, v in target.inputs(train, [0, 1], np.random.default_rng(0)).items()}
-    assert batch["lane_input"].shape == (2, 2)
-    with torch.no_grad():
-        mine = target.module(**batch)["loss"]
-        batch.pop("lane_input")
-        theirs = source.module(**batch)["loss"]
-    torch.testing.assert_close(mine, theirs)  # the lane inputs are silent at first
-
-    target.fit()
-    weight = target.model.state_dict()["ego_encoder.net.0.weight"]
-    assert torch.count_nonzero(weight[:, -LANE_INPUTS:]) > 0
+    _new_inputs_start_silent_then_train(source, target, folder, train, "lane_input", LANE_INPUTS)
     _straight_then_resumed(lane, train, val, config, tmp_path)
     model = load_pretrained(tmp_path / "b" / "best")
     assert model.config.ego_encoder.lane_pose
@@ -416,22 +423,7 @@ def test_an_encoder_that_reads_the_car_ahead_starts_from_one_that_does_not_and_t
         steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
     )
     target = Trainer(lead, train, tmp_path / "t", config, progress=False)
-    target.init_from(folder)
-    weight = target.model.state_dict()["ego_encoder.net.0.weight"]
-    theirs = source.model.state_dict()["ego_encoder.net.0.weight"]
-    assert weight.shape[1] == theirs.shape[1] + LEAD_INPUTS
-    assert torch.count_nonzero(weight[:, -LEAD_INPUTS:]) == 0
-    batch = dict(target.inputs(train, [0, 1], np.random.default_rng(0)))
-    assert batch["lead_input"].shape == (2, 2)
-    with torch.no_grad():
-        mine = target.module(**batch)["loss"]
-        batch.pop("lead_input")
-        before = source.module(**batch)["loss"]
-    torch.testing.assert_close(mine, before)  # the lead inputs are silent at first
-
-    target.fit()
-    weight = target.model.state_dict()["ego_encoder.net.0.weight"]
-    assert torch.count_nonzero(weight[:, -LEAD_INPUTS:]) > 0
+    _new_inputs_start_silent_then_train(source, target, folder, train, "lead_input", LEAD_INPUTS)
     _straight_then_resumed(lead, train, val, config, tmp_path)
     assert load_pretrained(tmp_path / "b" / "best").config.ego_encoder.lead
 
