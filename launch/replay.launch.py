@@ -13,6 +13,7 @@ from ament_index_python.packages import get_package_prefix, get_package_share_di
 from launch.actions import (
     DeclareLaunchArgument,
     ExecuteProcess,
+    GroupAction,
     IncludeLaunchDescription,
     LogInfo,
     OpaqueFunction,
@@ -74,15 +75,22 @@ def generate_launch_description():
         DeclareLaunchArgument("model_dir", default_value="", description="model folder"),
         DeclareLaunchArgument("rviz", default_value="true", description="start RViz"),
     ]
-    planner = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(os.path.join(share, "launch", "planner.launch.py")),
-        launch_arguments={
-            "params_file": LaunchConfiguration("params_file"),
-            "model_dir": LaunchConfiguration("model_dir"),
-            "use_sim_time": "true",
-            "rviz": LaunchConfiguration("rviz"),
-            "auto_activate": "true",
-        }.items(),
+    # The planner on sim time, auto-activated. A scope that forwards only these three keeps
+    # the arguments replay sets itself (use_sim_time, auto_activate) out of `--show-args`.
+    passed = ("params_file", "model_dir", "rviz")
+    planner = GroupAction(
+        [
+            IncludeLaunchDescription(
+                PythonLaunchDescriptionSource(os.path.join(share, "launch", "planner.launch.py")),
+                launch_arguments={
+                    **{name: LaunchConfiguration(name) for name in passed},
+                    "use_sim_time": "true",
+                    "auto_activate": "true",
+                }.items(),
+            )
+        ],
+        forwarding=False,
+        launch_configurations={name: LaunchConfiguration(name) for name in passed},
     )
     # The bag starts once the planner is active, so no frame is played into a node still
     # loading its model.

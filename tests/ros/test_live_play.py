@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -201,3 +202,18 @@ def test_replay_launch_plays_the_bag_with_blockplan_play_without_rosbag2(graph, 
         assert len(w.seen.trajectory) >= 60
     launch.interrupt()
     assert_clean_exit(launch.output)
+
+
+def test_replay_launch_shows_only_the_arguments_it_takes(graph):
+    """`--show-args` lists replay's own arguments and the three it passes to the planner, not
+    the planner's that replay sets itself (use_sim_time, auto_activate) or leaves alone."""
+    shown = subprocess.run(
+        ["ros2", "launch", "blockplan", "replay.launch.py", "--show-args"],
+        env=graph.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    names = set(re.findall(r"^\s+'([a-z_]+)':", shown, flags=re.MULTILINE))
+    assert names == {"bag", "rate", "player", "params_file", "model_dir", "rviz"}, shown
