@@ -155,8 +155,9 @@ def test_a_switch_named_json_is_not_a_path(capsys) -> None:
 
 def test_eval_refuses_zero_samples_before_loading_anything(tmp_path, capsys) -> None:
     args = ["eval", "--data", str(tmp_path / "none"), "--model", "models/blockplan-tiny"]
-    assert main([*args, "--json", str(tmp_path / "o.json"), "--max-samples", "0"]) == 2
-    assert "--max-samples=0 must be >= 1" in capsys.readouterr().err
+    for flag in ("--max-samples", "--mlp-seeds"):
+        assert main([*args, "--json", str(tmp_path / "o.json"), flag, "0"]) == 2
+        assert f"{flag}=0 must be >= 1" in capsys.readouterr().err
     assert not (tmp_path / "o.json").exists()
 
 

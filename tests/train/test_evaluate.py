@@ -33,8 +33,11 @@ def test_eval_reports_every_method(recipe, dataset_dir, tmp_path):
         check_collisions=False,
         progress=False,
         mlp_steps=20,
+        mlp_seeds=2,
     )
     assert set(results) == set(METHODS + EXTRA)
+    seeds = results["ego_mlp"]["ade_5s_over_seeds"]  # seed 0 is the row's own fit
+    assert len(seeds) == 2 and seeds[0] == results["ego_mlp"]["ade_5s"] and seeds[1] != seeds[0]
     for name, r in results.items():
         for key in (
             "ade_3s",
@@ -60,7 +63,8 @@ def test_eval_reports_every_method(recipe, dataset_dir, tmp_path):
     json.dumps(results)  # JSON-ready
     lines = summary_lines(results)  # what `blockplan eval` prints
     assert all(k[:12] in lines[0] for k in results["model"]["ade_5s_by_scenario"])
-    rows = {line.split()[0]: line.split() for line in lines[2:-1]}
+    assert lines[-2].startswith("ego_mlp over 2 fit seeds: ADE@5s mean")
+    rows = {line.split()[0]: line.split() for line in lines[2:-2]}
     assert set(rows) == set(results)
     assert rows["model"][2] == f"{results['model']['ade_5s']:.2f}"
     assert rows["constant_velocity"][-1] == "-" and rows["model"][-1] == "0"

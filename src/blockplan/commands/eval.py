@@ -24,6 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the re-simulation behind the collision rate",
     )
+    parser.add_argument(
+        "--mlp-seeds",
+        type=int,
+        default=1,
+        help="also fit the ego-status MLP with this many seeds and report the spread of its "
+        "ADE@5s (1: seed 0 only; each fit takes minutes on a large data set)",
+    )
     parser.add_argument("--num-threads", type=int, default=1, help="torch CPU threads (1)")
     add_set_argument(parser)  # planner parameters of the model rows, e.g. rollouts.temperature
 
@@ -35,7 +42,12 @@ def run(args: argparse.Namespace) -> int:
     from blockplan.train.evaluate import evaluate, summary_lines
     from blockplan.train.examples import DataError
 
-    for flag, value in (("--max-samples", args.max_samples), ("--rollouts", args.rollouts)):
+    checked = (
+        ("--max-samples", args.max_samples),
+        ("--rollouts", args.rollouts),
+        ("--mlp-seeds", args.mlp_seeds),
+    )
+    for flag, value in checked:
         if value is not None and value < 1:
             print(f"error: {flag}={value} must be >= 1", file=sys.stderr)
             return 2
@@ -50,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
             args.rollouts,
             check_collisions=not args.no_collisions,
             overrides=args.set,
+            mlp_seeds=args.mlp_seeds,
         )
     except (ConfigError, DataError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

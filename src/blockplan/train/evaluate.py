@@ -184,10 +184,16 @@ def evaluate(
     progress: bool = True,
     mlp_steps: int = 2000,
     overrides: Sequence[str] = (),
+    mlp_seeds: int = 1,
 ) -> dict[str, Any]:
     """The four methods' metrics on `split` (every sample, or `max_samples` evenly spaced).
     `overrides`: `--set NAME=VALUE` planner parameters of the model rows (e.g.
-    `rollouts.temperature=1.0`); the strategies and N are the evaluation's own."""
+    `rollouts.temperature=1.0`); the strategies and N are the evaluation's own.
+    `mlp_seeds` > 1 also fits the ego-status MLP with seeds 1..mlp_seeds-1: the `ego_mlp` row
+    stays seed 0's, and its `ade_5s_over_seeds` lists every seed's ADE@5s (how far the bar
+    moves with the fit's seed alone)."""
+    if mlp_seeds < 1:
+        raise ValueError(f"mlp_seeds={mlp_seeds}: must be >= 1")
     from blockplan.sim.dataset import load_shard, sample_answer, sample_observation
 
     data_dir, model_dir = Path(data_dir), Path(model_dir)
@@ -205,6 +211,11 @@ def evaluate(
     log.info("ego MLP fitted on %d samples in %.1f s", len(train), time.perf_counter() - t_fit)
     mlp_lane = EgoMLP.fit(train, num_commands, steps=mlp_steps, lane_pose=True)
     mlp_lead = EgoMLP.fit(train, num_commands, steps=mlp_steps, lane_pose=True, lead=True)
+    other_seeds = [
+        EgoMLP.fit(train, num_commands, steps=mlp_steps, seed=seed).predict(test)
+        for seed in range(1, mlp_seeds)
+    ]
+    seed_tallies = [Tally() for _ in other_seeds]
     entries = [e for e in manifest["episodes"] if e["split"] == split]
     refs = [(e, i) for e in entries for i in range(e["num_samples"])]
     keep = np.arange(len(refs))
@@ -261,12 +272,17 @@ def evaluate(
                     )
                 tally.add_answer(plan.answer, truth)
             tally.add_trajectory(traj, gt_xy, t0, world, path, scenario)
-        for method, waypoints in baselines.items():
+        for tally, waypoints in [
+            *((tallies[method], w) for method, w in baselines.items()),
+            *zip(seed_tallies, other_seeds, strict=True),
+        ]:
             wp = waypoints[k]
-            tallies[method].add_trajectory(
-                upsample(wp), gt_xy, t0, world, published(wp[None]), scenario
-            )
+            tally.add_trajectory(upsample(wp), gt_xy, t0, world, published(wp[None]), scenario)
     results = {m: tallies[m].result(with_answers=m in planners) for m in METHODS + EXTRA}
+    if seed_tallies:
+        results["ego_mlp"]["ade_5s_over_seeds"] = [results["ego_mlp"]["ade_5s"]] + [
+            t.result(with_answers=False)["ade_5s"] for t in seed_tallies
+        ]
     for name in ("rollouts_n4", "rollouts_n4_plain_mean"):  # the keys keep their name
         results[name]["num_rollouts"] = num_rollouts
     return results
@@ -307,6 +323,12 @@ def summary_lines(results: dict[str, dict[str, Any]]) -> list[str]:
         lines.append(
             f"{name:<24}{r['ade_3s']:>8.2f}{r['ade_5s']:>8.2f}{cells}"
             f"{r['gate_pass_rate']:>8.1%}{'-' if parse is None else parse:>7}"
+        )
+    seeds = results.get("ego_mlp", {}).get("ade_5s_over_seeds")
+    if seeds:
+        lines.append(
+            f"ego_mlp over {len(seeds)} fit seeds: ADE@5s mean {np.mean(seeds):.2f} "
+            f"(min {min(seeds):.2f}, max {max(seeds):.2f})"
         )
     lines.append(f"{results[next(iter(results))]['num_samples']} samples")
     return lines
