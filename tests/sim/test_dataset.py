@@ -253,3 +253,21 @@ def test_every_sample_records_the_lane_pose_at_its_instant(highway_log) -> None:
     at = [highway_log.index_at(s / 1e9) for s in arrays["stamp_ns"]]
     assert arrays["lane_pose"].shape == (len(at), 2)
     np.testing.assert_allclose(arrays["lane_pose"], highway_log.lane_pose[at], atol=1e-6)
+
+
+def test_every_sample_records_the_lanes_beside_the_ego(highway_log) -> None:
+    """`lanes_beside`: how many lanes the ego's road has to its left and to its right at t0
+    (what a map gives; lane id 0 is the leftmost), from the lane the simulator assigns. A
+    lane change to the left moves one lane from the left count to the right count."""
+    from blockplan.sim.dataset import episode_samples
+
+    options = DatasetOptions(scenarios=("highway",), episodes=1, duration_s=12.0)
+    arrays, _ = episode_samples(highway_log, load_rig(), options)
+    beside = arrays["lanes_beside"]
+    assert beside.shape == (len(arrays["stamp_ns"]), 2) and beside.dtype == np.float32
+    (road,) = highway_log.road.roads  # the highway is one road of parallel lanes
+    for row, stamp in zip(beside, arrays["stamp_ns"], strict=True):
+        lane = highway_log.ego_lane[highway_log.index_at(stamp / 1e9)]
+        assert tuple(row) == (lane[2], road[2] - 1 - lane[2])
+    assert len({tuple(row) for row in beside}) > 1  # this episode changes lanes
+    assert np.isnan(highway_log.road.lanes_beside(("no", "road", 0))).all()  # unknown road

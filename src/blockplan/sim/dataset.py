@@ -269,6 +269,7 @@ def episode_samples(
         if log.lane_pose is not None:
             add("lane_pose", log.lane_pose[log.index_at(float(t0))])
         add("lead", lead_facts(label.facts))
+        add("lanes_beside", log.road.lanes_beside(log.ego_lane[log.index_at(float(t0))]))
     dtypes = {
         "images": np.uint8,
         "frame_stamps_ns": np.int64,

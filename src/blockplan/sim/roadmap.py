@@ -42,7 +42,20 @@ class LaneGeom:
 
 @dataclass(frozen=True)
 class RoadMap:
+    """Every lane's geometry, and how many lanes each road (highway-env's ("from", "to")
+    edge) has side by side: lane id 0 is the driver's leftmost."""
+
     lanes: tuple[LaneGeom, ...]
+    roads: tuple[tuple[str, str, int], ...] = ()  # ("from", "to", number of lanes)
+
+    def lanes_beside(self, lane_index: tuple[str, str, int]) -> tuple[float, float]:
+        """(lanes to the driver's left, lanes to the right) of the lane `lane_index` on its
+        road; (NaN, NaN) for a road the map does not know."""
+        counts = {(a, b): n for a, b, n in self.roads}
+        count = counts.get((lane_index[0], lane_index[1]))
+        if count is None:
+            return (float("nan"), float("nan"))
+        return (float(lane_index[2]), float(count - 1 - lane_index[2]))
 
 
 def _sample_lane(lane: Any) -> LaneGeom:
@@ -61,7 +74,10 @@ def _sample_lane(lane: Any) -> LaneGeom:
 
 def road_map_from_network(network: Any) -> RoadMap:
     """Sample every lane of a highway-env RoadNetwork."""
-    return RoadMap(lanes=tuple(_sample_lane(lane) for lane in network.lanes_list()))
+    roads = tuple(
+        (a, b, len(lanes)) for a, ends in network.graph.items() for b, lanes in ends.items()
+    )
+    return RoadMap(lanes=tuple(_sample_lane(lane) for lane in network.lanes_list()), roads=roads)
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
