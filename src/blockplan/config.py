@@ -506,9 +506,8 @@ class RobotConfig:
     # weight exp(-m·i) with i = 0 the oldest (ACT's temporal ensembling); 0: the newest only
     temporal_ensemble: float = signed(0.0, ">= 0")
     max_joint_state_age_s: float = signed(0.2, "> 0")
-    velocity_per_unit: float = signed(
-        0.8, "> 0"
-    )  # m/s end-effector velocity per action unit (Meta-World)
+    # m/s end-effector velocity per action unit (Meta-World)
+    velocity_per_unit: float = signed(0.8, "> 0")
     command_frame: str = "world"
     joint_states_topic: str = "/joint_states"
     instruction_topic: str = "/instruction"
