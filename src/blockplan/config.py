@@ -461,6 +461,11 @@ class TopicsConfig:
     # (pose.position.x, infinite when none) and its speed (twist.linear.x), from a tracker or
     # an ACC radar; read by models whose ego encoder takes it (model/ego.py).
     lead_vehicle: str = "/perception/lead_vehicle"
+    # std_msgs/Float64MultiArray of the lanes beside the ego's, per side (left, right): the
+    # lane count from the map, then the gap to the nearest car ahead and behind in the lane
+    # line beside and their speeds, from a tracker (bags/beside.py); read by models whose
+    # ego encoder takes it (model/ego.py).
+    lanes_beside: str = "/perception/lanes_beside"
     trajectory: str = "/planning/trajectory"
     rollouts: str = "/planning/rollouts"
     reasoning: str = "/planning/reasoning"

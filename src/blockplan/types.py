@@ -116,6 +116,10 @@ class Observation:
     from the lane centre in m, heading error against the lane in rad); None when unknown.
     lead: the car ahead in the ego's lane at t0 from the tracker, (gap in m, its speed in
     m/s); the gap is infinite when no car is ahead; None when unknown.
+    beside: the lanes beside the ego's at t0, per side (left, then right): (lanes on that
+    side from the map, gap to the nearest car ahead in the lane line on that side in m, its
+    speed in m/s, gap to the nearest car behind, its speed) from the map and the tracker; a
+    gap is infinite when no car is there, NaN lanes or gaps where unknown; None when unknown.
     """
 
     stamp_ns: int
@@ -124,6 +128,7 @@ class Observation:
     route_command: str = DEFAULT_ROUTE_COMMAND
     lane_pose: tuple[float, float] | None = None
     lead: tuple[float, float] | None = None
+    beside: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
 
 @dataclass(frozen=True)

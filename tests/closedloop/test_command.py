@@ -83,18 +83,19 @@ def test_the_ego_status_mlp_drives_fitted_on_the_data_set(tmp_path, capsys):
     cameras = tuple(load_config(default_params_path()).camera_names)
     data = write_dataset(tmp_path / "data", {"train": [0, 1, 2]}, cameras=cameras)
     out = tmp_path / "cl.json"
+    mlps = ["ego_mlp", "ego_mlp_lane_pose", "ego_mlp_lead", "ego_mlp_beside"]
     argv = ["-q", "closed-loop", "--scenario", "merge", "--episodes", "1", "--seed", "3",
-            "--duration", "1.5", "--policies", "expert", "ego_mlp", "ego_mlp_lane_pose", "ego_mlp_lead", "--model",
+            "--duration", "1.5", "--policies", "expert", *mlps, "--model",
             "constant-velocity", "--data", str(data), "--json", str(out), "--no-progress"]  # fmt: skip
     assert main(argv) == 0
     doc = json.loads(out.read_text())
-    for policy in ("ego_mlp", "ego_mlp_lane_pose", "ego_mlp_lead"):
+    for policy in mlps:
         assert set(doc[policy]) >= KEYS and doc[policy]["episodes"] == 1
         assert doc[policy]["progress_m"] > 10.0
     assert doc["run"]["ego_mlp_data"] == str(data)
     printed = capsys.readouterr().out
     assert "ego_mlp: collisions" in printed and "ego_mlp_lane_pose: collisions" in printed
-    assert "ego_mlp_lead: collisions" in printed
+    assert "ego_mlp_lead: collisions" in printed and "ego_mlp_beside: collisions" in printed
 
 
 def test_the_ego_status_mlp_needs_a_data_set(tmp_path, capsys):

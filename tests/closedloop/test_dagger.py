@@ -112,9 +112,9 @@ def test_a_missing_policy_model_is_a_clear_error(tmp_path, capsys) -> None:
 
 def test_a_branch_sample_is_what_the_runtime_showed_the_planner(rig) -> None:
     """Train/serve parity for on-policy samples: the prompt (token ids, the encoder's history
-    rows), the lane pose, the car ahead (the data set rounds it to 0.01) and the camera
-    frames of a branch's sample are those of the Observation the runtime built at that tick
-    of the drive."""
+    rows), the lane pose, the car ahead (the data set rounds it to 0.01), the lanes beside
+    and the camera frames of a branch's sample are those of the Observation the runtime
+    built at that tick of the drive."""
     from blockplan.closedloop.dagger import branch_arrays
     from blockplan.closedloop.world import STAMP_OFFSET_S
     from blockplan.config import default_params_path, load_config
@@ -126,7 +126,9 @@ def test_a_branch_sample_is_what_the_runtime_showed_the_planner(rig) -> None:
     from blockplan.train.recipe import Recipe
 
     recipe = Recipe.build("reference", tuple(rig.names), 2, ego_tokens=4, ego_lane_pose=True)
-    planner = RecordingPlanner(recipe.schema, reads_lane_pose=True, reads_lead=True)
+    planner = RecordingPlanner(
+        recipe.schema, reads_lane_pose=True, reads_lead=True, reads_beside=True
+    )
     config = load_config(default_params_path())
     spec = EpisodeSpec(get_scenario("roundabout"), 914, 8.0)
     episode = run_dagger_episode(spec, planner, config, rig, 0.5, first_branch_s=0.5)
@@ -154,6 +156,10 @@ def test_a_branch_sample_is_what_the_runtime_showed_the_planner(rig) -> None:
             assert np.isinf(seen.lead[0])
         else:
             np.testing.assert_allclose(seen.lead, sample.lead, atol=0.006)
+        assert seen.beside is not None and sample.beside is not None
+        kept = np.array(sample.beside)  # no speed is kept for a car that is not there
+        kept[:, [2, 4]] = np.where(np.isinf(kept[:, [1, 3]]), np.nan, kept[:, [2, 4]])
+        np.testing.assert_allclose(np.array(seen.beside), kept, atol=1e-4)
         assert len(seen.frames) == len(sample.frames)
         for a, b in zip(seen.frames, sample.frames, strict=True):
             assert a.camera == b.camera

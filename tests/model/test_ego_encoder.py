@@ -412,13 +412,75 @@ def test_an_encoder_with_the_car_ahead_reads_gap_and_speed_and_knows_when_it_is_
     torch.testing.assert_close(slots([nan, nan]), unknown)
 
 
-KEYWORDS = {"lane_pose": "lane_input", "lead": "lead_input"}  # prompt_embeds' argument names
+def test_an_encoder_with_the_lanes_beside_reads_lanes_and_cars_and_knows_what_is_missing(
+    tmp_path,
+):
+    """`beside`: per side the lane count, then the cars ahead and behind in the line beside,
+    as BESIDE_INPUTS inputs after all the others. A lane count and the cars are known or
+    unknown apart (a map without a tracker, and the other way round); no car (an infinite
+    gap) is known; None is all unknown."""
+    from blockplan.model.ego import BESIDE_INPUTS, beside_inputs
+
+    inf, nan = float("inf"), float("nan")
+    beside = torch.tensor(
+        [
+            [[2.0, 20.0, 15.0, 5.0, 30.0], [0.0, inf, nan, inf, nan]],
+            [[nan, 1.0, 12.0, inf, nan], [1.0, nan, nan, nan, nan]],
+            [[1.0, 30.0, nan, inf, nan], [nan, nan, nan, nan, nan]],
+        ]
+    )
+    got = beside_inputs(beside, (3,)).reshape(3, 2, 9)
+    want = [
+        [  # lanes known, lane there, cars known; ahead: present, 10 m / gap, speed / 10; behind
+            [1.0, 1.0, 1.0, 1.0, 0.5, 1.5, 1.0, 2.0, 3.0],
+            [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # no lane, no cars: all known
+        ],
+        [
+            [0.0, 0.0, 1.0, 1.0, 5.0, 1.2, 0.0, 0.0, 0.0],  # no map, a car alongside (capped)
+            [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # a map, no tracker
+        ],
+        [
+            [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # a car without a speed: unknown
+            [0.0] * 9,
+        ],
+    ]
+    torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float64))
+    torch.testing.assert_close(beside_inputs(None, (2,)), torch.zeros(2, BESIDE_INPUTS))
+    with pytest.raises(ValueError, match="beside shape"):
+        beside_inputs(torch.zeros(2, 4), (2,))
+
+    recipe = Recipe.build(
+        "test", CAMERAS, 2, ego_tokens=4, ego_lane_pose=True, ego_lead=True, ego_beside=True
+    )
+    torch.manual_seed(0)
+    model = PlannerModel(recipe.model_config).eval()
+    assert model.ego_encoder.net[0].in_features == 3 * 6 + 3 + 5 + BESIDE_INPUTS
+    model.save_pretrained(tmp_path / "beside", tokenizer_json=recipe.tokenizer.to_str())
+    raw = json.loads((tmp_path / "beside" / "config.json").read_text())
+    assert raw["ego_encoder"]["beside"] is True
+    assert load_pretrained(tmp_path / "beside").config == model.config
+    assert (
+        "beside"
+        not in Recipe.build("test", CAMERAS, 2, ego_tokens=4).model_config.to_dict()["ego_encoder"]
+    )  # old folders unchanged
+    with pytest.raises(ModelConfigError, match="beside"):
+        EgoEncoderConfig(beside="yes")
+    layout = _render(recipe, _history(0))
+    assert layout.beside.shape == (2, 5) and np.isnan(layout.beside).all()
+
+
+KEYWORDS = {"lane_pose": "lane_input", "lead": "lead_input", "beside": "beside_input"}
+BESIDE = ((2.0, 14.0, 21.0, 9.5, 19.0), (1.0, float("inf"), float("nan"), 30.0, 22.0))
 
 
 @pytest.mark.parametrize(
     "inputs",
-    [{"lane_pose": (-0.6, 0.04)}, {"lane_pose": (-0.6, 0.04), "lead": (23.5, 17.25)}],
-    ids=["lane_pose", "lane_pose_and_lead"],
+    [
+        {"lane_pose": (-0.6, 0.04)},
+        {"lane_pose": (-0.6, 0.04), "lead": (23.5, 17.25)},
+        {"lane_pose": (-0.6, 0.04), "lead": (23.5, 17.25), "beside": BESIDE},
+    ],
+    ids=["lane_pose", "lane_pose_and_lead", "lane_pose_lead_and_beside"],
 )
 def test_training_and_serving_give_the_encoder_the_same_optional_inputs(inputs):
     """Planner.embed of an Observation with a lane pose (and a car ahead) equals
@@ -432,20 +494,29 @@ def test_training_and_serving_give_the_encoder_the_same_optional_inputs(inputs):
 
     config = PlannerConfig()
     names = tuple(config.camera_names)
-    reads_lead = "lead" in inputs
-    recipe = Recipe.build("test", names, 2, ego_tokens=4, ego_lane_pose=True, ego_lead=reads_lead)
+    reads_lead, reads_beside = "lead" in inputs, "beside" in inputs
+    recipe = Recipe.build(
+        "test",
+        names,
+        2,
+        ego_tokens=4,
+        ego_lane_pose=True,
+        ego_lead=reads_lead,
+        ego_beside=reads_beside,
+    )
     torch.manual_seed(0)
     model = PlannerModel(recipe.model_config).eval()
     torch.nn.init.normal_(model.ego_encoder.net[0].weight, std=0.5)
     planner = Planner(model, recipe.tokenizer, config, recipe.schema)
     assert planner.reads_lane_pose and planner.reads_lead == reads_lead
+    assert planner.reads_beside == reads_beside
     vision = recipe.model_config.vision
     size = (vision.image_height, vision.image_width)
     obs = synthetic_observation(config, seed=3, size=size, schema=recipe.schema)
     obs = dataclasses.replace(obs, **inputs)
     served, layout = planner.embed(obs, {})
     for name, value in inputs.items():
-        np.testing.assert_array_equal(getattr(layout, name), value)
+        np.testing.assert_array_equal(getattr(layout, name), np.asarray(value))
     encoder = ExampleEncoder(recipe)
     history = ego_history_array(obs.ego_history, obs.stamp_ns, recipe.schema)
     images = np.stack([encoder.resize(f.image[None])[0] for f in obs.frames])
@@ -458,9 +529,11 @@ def test_training_and_serving_give_the_encoder_the_same_optional_inputs(inputs):
             **{KEYWORDS[name]: torch.tensor([value]) for name, value in inputs.items()},
         )
     torch.testing.assert_close(trained, served, rtol=1e-5, atol=1e-5)
-    for name, (first, second) in inputs.items():
-        moved, _ = planner.embed(dataclasses.replace(obs, **{name: (first, second + 7.0)}), {})
+    for name, value in inputs.items():
+        other = np.asarray(value, dtype=np.float64).copy()
+        other.reshape(-1)[1] += 7.0  # the offset, the speed ahead, the left car's gap
+        moved, _ = planner.embed(dataclasses.replace(obs, **{name: other}), {})
         assert not torch.allclose(moved, served), name
     plain = Recipe.build("test", names, 2, ego_tokens=4)
     bare = Planner(PlannerModel(plain.model_config), plain.tokenizer, config)
-    assert not bare.reads_lane_pose and not bare.reads_lead
+    assert not bare.reads_lane_pose and not bare.reads_lead and not bare.reads_beside

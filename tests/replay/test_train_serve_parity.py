@@ -3,7 +3,8 @@ prompt training saw for the same instant (a `blockplan dataset` sample), token f
 (and, for a numeric ego encoder, the history rows it reads, to float32 precision, the
 lane pose an encoder with `lane_pose` reads, from /localization/lane_pose, and the car
 ahead an encoder with `lead` reads, from /perception/lead_vehicle; the data set rounds that
-one to 0.01 m and 0.01 m/s).
+one to 0.01 m and 0.01 m/s; and the lanes beside an encoder with `beside` reads, from
+/perception/lanes_beside).
 
 Both come from the CLI: `blockplan dataset` writes the sample (ego history from the recorded
 states, sim/labels.py; frames `frame_period_s` apart), `blockplan simulate` writes the same
@@ -82,9 +83,11 @@ def episode(tmp_path_factory):
     return data, entry, bag
 
 
-def _replayed(bag: Path, schema, reads_lane_pose: bool, reads_lead: bool = False) -> dict:
+def _replayed(
+    bag: Path, schema, reads_lane_pose: bool, reads_lead: bool = False, reads_beside: bool = False
+) -> dict:
     config = load_config(default_params_path())
-    observations = bag_observations(bag, config, schema, reads_lane_pose, reads_lead)
+    observations = bag_observations(bag, config, schema, reads_lane_pose, reads_lead, reads_beside)
     return {o.stamp_ns: o for o in observations}
 
 
@@ -96,6 +99,7 @@ def _replayed(bag: Path, schema, reads_lane_pose: bool, reads_lead: bool = False
         "ego encoder",
         "ego encoder with lane pose",
         "ego encoder with lane pose and lead",
+        "ego encoder with lane pose, lead and lanes beside",
     ],
 )
 def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
@@ -119,13 +123,15 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
             2,
             ego_tokens=4,
             ego_lane_pose="lane pose" in which,
-            ego_lead=which.endswith("lead"),
+            ego_lead="lead" in which,
+            ego_beside="beside" in which,
         )
     examples = load_shards(data, entry["split"], recipe, with_images=False)
     encoder = recipe.model_config.ego_encoder
     reads_lane_pose = encoder is not None and encoder.lane_pose
     reads_lead = encoder is not None and encoder.lead
-    seen = _replayed(bag, recipe.schema, reads_lane_pose, reads_lead)
+    reads_beside = encoder is not None and encoder.beside
+    seen = _replayed(bag, recipe.schema, reads_lane_pose, reads_lead, reads_beside)
     shard = load_shard(data / entry["shard"])
     mc = recipe.model_config
     assert len(examples) == 4
@@ -163,6 +169,18 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
                 np.testing.assert_allclose(layout.lead, want, atol=0.006)
         else:
             assert observation.lead is None
+        if reads_beside:  # the map's and the tracker's report at t0 is the sample's
+            want = examples.beside[i]
+            assert np.isfinite(want[:, 0]).all()  # the lane counts are known
+            got = layout.beside
+            np.testing.assert_array_equal(got[:, 0], want[:, 0])
+            for gap in (1, 3):
+                np.testing.assert_array_equal(np.isinf(got[:, gap]), np.isinf(want[:, gap]))
+            np.testing.assert_allclose(
+                np.where(np.isinf(want), 0.0, got), np.where(np.isinf(want), 0.0, want), atol=1e-4
+            )
+        else:
+            assert observation.beside is None
         assert observation.route_command == str(shard["route_command"][i])
         # The frame window: the same stamps (trained spacing) and the same pixels.
         names = [str(n) for n in shard["camera_names"]]
@@ -173,6 +191,8 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
             np.testing.assert_array_equal(frame.image, shard["images"][i, k, t])
     if reads_lead:
         assert cars > 0  # the comparison covered a car ahead, not only empty road
+    # (this intersection episode has no car in a lane line beside; tests/sim/test_bag.py
+    # checks the bag's cars beside against the log on a highway)
 
 
 def test_runtime_takes_the_history_from_the_planner(repo_root):

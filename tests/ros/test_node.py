@@ -22,6 +22,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 
 from blockplan.bags import (  # noqa: E402
     ModuleMessages,
+    beside_to_msg,
     ego_to_odometry,
     encode_image,
     lane_pose_to_msg,
@@ -33,6 +34,10 @@ from blockplan.types import EgoState  # noqa: E402
 
 RATE_HZ = 10.0
 SPEED = 5.0
+# The lanes beside: one lane to the left with a car 14.5 m ahead at 6 m/s, none to the right;
+# the runtime keeps no speed for a car that is not there.
+BESIDE = np.array([[1.0, 14.5, 6.0, np.inf, 0.0], [0.0, np.inf, 0.0, np.inf, 0.0]])
+BESIDE_KEPT = np.array([[1.0, 14.5, 6.0, np.inf, np.nan], [0.0, np.inf, np.nan, np.inf, np.nan]])
 
 
 @pytest.fixture
@@ -75,6 +80,9 @@ class Vehicle(Node):
         self.lead_pub = self.create_publisher(
             cls("nav_msgs/msg/Odometry"), "perception/lead_vehicle", 10
         )
+        self.beside_pub = self.create_publisher(
+            cls("std_msgs/msg/Float64MultiArray"), "perception/lanes_beside", 10
+        )
         self.paths: list[tuple[float, object]] = []
         self.reasoning: list[dict] = []
         self.diagnostics: list[object] = []
@@ -113,6 +121,7 @@ class Vehicle(Node):
         self.odom_pub.publish(ego_to_odometry(self.ns, ego))
         self.lane_pub.publish(lane_pose_to_msg(self.ns, now, 0.4, -0.02))
         self.lead_pub.publish(lead_to_msg(self.ns, now, 35.0, 12.0, "base_link"))
+        self.beside_pub.publish(beside_to_msg(self.ns, BESIDE))
 
 
 def _spin(context, nodes):
@@ -150,6 +159,10 @@ def test_active_node_publishes_a_path_at_the_control_rate(context):
         assert stamp > vehicle.start_ns and pose == pytest.approx((0.4, -0.02))
         stamp, lead = planner._runtime.leads.newest()  # and the car ahead likewise
         assert stamp > vehicle.start_ns and lead == pytest.approx((35.0, 12.0))
+        # and the lanes beside, stamped on arrival with the node's clock
+        stamp, beside = planner._runtime.besides.newest()
+        assert stamp > vehicle.start_ns
+        np.testing.assert_array_equal(np.asarray(beside), BESIDE_KEPT)
 
         assert planner.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
         assert gc.get_freeze_count() == 0

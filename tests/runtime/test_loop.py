@@ -310,10 +310,10 @@ def test_thread_worker_live_mode() -> None:
 
 class InputsPlanner(ConstantVelocityPlanner):
     """A planner whose model reads the optional inputs asked for (the lane pose, the car
-    ahead); keeps every observation it was asked to plan."""
+    ahead, the lanes beside); keeps every observation it was asked to plan."""
 
-    def __init__(self, *, lane_pose: bool = False, lead: bool = False) -> None:
-        self.reads_lane_pose, self.reads_lead = lane_pose, lead
+    def __init__(self, *, lane_pose: bool = False, lead: bool = False, beside: bool = False):
+        self.reads_lane_pose, self.reads_lead, self.reads_beside = lane_pose, lead, beside
         self.seen: list[Observation] = []
 
     def plan(self, observation: Observation) -> Plan:
@@ -396,3 +396,53 @@ def test_a_planner_that_does_not_read_the_car_ahead_is_not_given_it() -> None:
     assert runtime.lead_at(drive.t) == (30.0, 10.0)  # kept, just not handed over
     names = {s.name for s in runtime.diagnostics()}
     assert "blockplan: lane pose" in names and "blockplan: lead vehicle" not in names
+
+
+def test_the_lanes_beside_go_to_a_planner_that_reads_them_while_fresh() -> None:
+    """The map's and the tracker's report of the lanes beside is used like the car ahead
+    (newest not after the window, at most max_beside_age_s old); NaN marks what is unknown
+    (a side's lane count, or its cars) and an infinite gap no car, whose speed is not kept;
+    a report with another shape, a negative or fractional lane count, a negative gap or a car
+    without a speed is rejected and counted; diagnostics name every value."""
+    inf, nan = float("inf"), float("nan")
+    planner = InputsPlanner(lead=True, beside=True)
+    runtime, drive = _runtime("ideal", planner=planner)
+    report = np.array([[1.0, 12.0, 20.0, inf, 3.0], [nan, nan, nan, nan, nan]])
+    drive.step()  # t = 1.1 s: no report yet
+    runtime.on_beside(drive.t + 100 * MS, report)  # stamped 1.2 s
+    drive.step()  # 1.2 s
+    drive.run(2)  # 1.3-1.4 s: up to 0.25 s old
+    drive.step()  # 1.5 s: 0.3 s old, too old
+    seen = [o.beside for o in planner.seen]
+    assert seen[0] is None and seen[-1] is None and len(seen) == 5
+    for got in seen[1:4]:
+        np.testing.assert_array_equal(got, [[1.0, 12.0, 20.0, inf, nan], [nan] * 5])
+    assert runtime.metrics()["requests_without_beside"] == 2
+    status = {s.name: s for s in runtime.diagnostics()}["blockplan: lanes beside"]
+    assert status.level == 1 and "planning without it" in status.message
+    runtime.on_beside(drive.t, report)
+    status = {s.name: s for s in runtime.diagnostics()}["blockplan: lanes beside"]
+    assert status.level == 0
+    assert status.values["left_lanes"] == 1.0 and status.values["left_gap_ahead_m"] == 12.0
+    assert np.isnan(status.values["right_lanes"])
+    bad = [
+        np.zeros((2, 4)),  # another shape
+        np.array([[-1.0, inf, 0, inf, 0], [1.0, inf, 0, inf, 0]]),  # a negative lane count
+        np.array([[1.5, inf, 0, inf, 0], [1.0, inf, 0, inf, 0]]),  # a fractional one
+        np.array([[1.0, -2.0, 5, inf, 0], [1.0, inf, 0, inf, 0]]),  # a negative gap
+        np.array([[1.0, 8.0, nan, inf, 0], [1.0, inf, 0, inf, 0]]),  # a car without a speed
+    ]
+    for value in bad:
+        runtime.on_beside(drive.t, value)
+    assert runtime.metrics()["beside_invalid"] == len(bad)
+    assert runtime.metrics()["requests_without_lead"] == 5  # it reads that too, never sent
+
+
+def test_a_planner_that_does_not_read_the_lanes_beside_is_not_given_them() -> None:
+    planner = InputsPlanner(lead=True)
+    runtime, drive = _runtime("ideal", planner=planner)
+    runtime.on_beside(drive.t + 100 * MS, np.full((2, 5), np.inf))
+    drive.step()
+    assert planner.seen[-1].beside is None
+    assert runtime.metrics()["requests_without_beside"] == 0
+    assert "blockplan: lanes beside" not in {s.name for s in runtime.diagnostics()}

@@ -124,3 +124,37 @@ def test_sqlite3_compressed_bag_reads_back_with_rosbags(tmp_path, capsys) -> Non
 def test_unknown_scenario_is_refused(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["simulate", "--scenario", "moon", "--out", str(tmp_path / "b")])
+
+
+def test_the_lanes_beside_in_the_bag_are_the_logs(tmp_path, highway_log) -> None:
+    """/perception/lanes_beside, once per odometry step: a Float64MultiArray with the
+    labelled (side, field) layout that the independent mcap reader decodes, holding at each
+    step the map's lane counts and the cars beside `log_lanes_beside` computes from the log
+    (the data sets' `lanes_beside` and `beside`); the highway has cars in the lines beside."""
+    mcap_reader = pytest.importorskip("mcap.reader")
+    decoder = pytest.importorskip("mcap_ros2.decoder")
+    from blockplan.bags import beside_from_msg
+    from blockplan.sim.bag import DEFAULT_START_NS, write_episode_bag
+    from blockplan.sim.labels import log_lanes_beside
+    from blockplan.sim.rig import load_rig
+    from blockplan.sim.topics import BESIDE_TOPIC
+
+    write_episode_bag(highway_log, load_rig(), tmp_path / "bag", 6.0)
+    (path,) = (tmp_path / "bag").glob("*.mcap")
+    got: dict[int, np.ndarray] = {}
+    with path.open("rb") as f:
+        reader = mcap_reader.make_reader(f, decoder_factories=[decoder.DecoderFactory()])
+        for schema, _channel, message, msg in reader.iter_decoded_messages([BESIDE_TOPIC]):
+            assert schema.name == "std_msgs/msg/Float64MultiArray"
+            assert [(d.label, d.size) for d in msg.layout.dim] == [("side", 2), ("field", 5)]
+            got[message.log_time - DEFAULT_START_NS] = beside_from_msg(msg)
+    assert len(got) == 121  # 6 s at 20 Hz, both ends
+    cars = 0
+    for i in range(121):
+        want = log_lanes_beside(highway_log, i)
+        have = got[round(highway_log.t[i] * 1e9)]
+        speeds = np.isinf(want[:, [1, 3]])  # no car: the speed is written as 0
+        want[:, [2, 4]] = np.where(speeds, 0.0, want[:, [2, 4]])
+        np.testing.assert_allclose(have, want)
+        cars += int(np.isfinite(want[:, [1, 3]]).sum())
+    assert cars > 0

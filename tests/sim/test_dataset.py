@@ -271,3 +271,51 @@ def test_every_sample_records_the_lanes_beside_the_ego(highway_log) -> None:
         assert tuple(row) == (lane[2], road[2] - 1 - lane[2])
     assert len({tuple(row) for row in beside}) > 1  # this episode changes lanes
     assert np.isnan(highway_log.road.lanes_beside(("no", "road", 0))).all()  # unknown road
+
+
+def test_every_sample_records_the_cars_in_the_lanes_beside(highway_log) -> None:
+    """`beside`: per side (left, right) the gap to the nearest car ahead and behind in the
+    lane line beside the ego and their speeds, recomputed here from the log's boxes."""
+    from blockplan.sim.dataset import episode_samples
+    from blockplan.sim.labels import log_beside
+
+    options = DatasetOptions(scenarios=("highway",), episodes=1, duration_s=12.0)
+    arrays, _ = episode_samples(highway_log, load_rig(), options)
+    beside = arrays["beside"]
+    assert beside.shape == (len(arrays["stamp_ns"]), 2, 4) and beside.dtype == np.float32
+    for row, stamp in zip(beside, arrays["stamp_ns"], strict=True):
+        expected = log_beside(highway_log, highway_log.index_at(stamp / 1e9))
+        np.testing.assert_allclose(row, expected.astype(np.float32))
+    gaps = beside[..., [0, 2]]
+    assert np.isfinite(gaps).any() and np.isinf(gaps).any()  # some lines beside hold cars
+    assert (gaps[np.isfinite(gaps)] >= 0).all()
+    speeds = beside[..., [1, 3]]
+    assert (np.isnan(speeds) == np.isinf(gaps)).all()  # a speed exactly where a car is
+
+
+def test_beside_vehicles_sorts_cars_into_sides_and_directions() -> None:
+    """Ego at the origin heading +x: a car 10 m ahead 4 m to the left, one alongside on the
+    right, one behind on the right, one in the ego's own line (not beside), one two lines
+    over and one heading the other way (neither counts)."""
+    from blockplan.sim.labels import beside_vehicles
+
+    cars = np.array(
+        [
+            [10.0, 4.0, 0.0, 20.0],  # left, ahead
+            [30.0, 4.0, 0.0, 25.0],  # left, farther ahead: not the nearest
+            [0.5, -4.0, 0.0, 21.0],  # right, alongside (centre just ahead)
+            [-12.0, -3.5, 0.0, 19.0],  # right, behind
+            [8.0, 0.5, 0.0, 15.0],  # the ego's own line: the lead, not beside
+            [5.0, 8.5, 0.0, 15.0],  # two lines to the left
+            [-5.0, 4.0, np.pi, 15.0],  # oncoming
+        ]
+    )
+    out = beside_vehicles(0.0, 0.0, 0.0, cars)
+    np.testing.assert_allclose(out[0], [10.0, 20.0, np.inf, np.nan])
+    np.testing.assert_allclose(out[1], [0.5, 21.0, 12.0, 19.0])
+    # the same scene turned by 90 degrees about the ego gives the same report
+    c, s = np.cos(np.pi / 2), np.sin(np.pi / 2)
+    turned = cars.copy()
+    turned[:, 0], turned[:, 1] = c * cars[:, 0] - s * cars[:, 1], s * cars[:, 0] + c * cars[:, 1]
+    turned[:, 2] += np.pi / 2
+    np.testing.assert_allclose(beside_vehicles(0.0, 0.0, np.pi / 2, turned), out, atol=1e-9)

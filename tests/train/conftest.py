@@ -61,6 +61,12 @@ def write_shard(
             "lane_pose": [0.1 * seed - 0.05 * i, 0.01 * i],
             # no car ahead in the lane (inf) in the first sample, then one closing in
             "lead": [np.inf, np.nan] if i == 0 else [60.0 - 10.0 * i + seed, speed - 2.0],
+            # lanes to the left and right; a car ahead on the left, one behind on the right
+            "lanes_beside": [float(i % 3), float(2 - i % 3)],
+            "beside": [
+                [5.0 + 3.0 * i, speed + 1.0, np.inf, np.nan],
+                [np.inf, np.nan, 8.0 + seed, speed - 1.0],
+            ],
         }
         for k, v in row.items():
             cols.setdefault(k, []).append(v)

@@ -348,7 +348,7 @@ def _new_inputs_start_silent_then_train(source, target, folder, train, batch_key
     assert weight.shape[1] == theirs.shape[1] + count
     assert torch.count_nonzero(weight[:, -count:]) == 0
     batch = dict(target.inputs(train, [0, 1], np.random.default_rng(0)))
-    assert batch[batch_key].shape == (2, 2)
+    assert batch[batch_key].shape == ((2, 2, 5) if batch_key == "beside_input" else (2, 2))
     with torch.no_grad():
         mine = target.module(**batch)["loss"]
         batch.pop(batch_key)
@@ -456,6 +456,65 @@ def test_an_encoder_that_reads_the_car_ahead_starts_from_one_that_does_not_and_t
     train.lead[:] = np.nan  # data sets written before the gap was recorded
     with pytest.raises(TrainError, match="ego_lead"):
         Trainer(lead, train, "unused", TrainConfig(steps=1))
+
+
+def test_an_encoder_that_reads_the_lanes_beside_starts_from_one_that_reads_the_lead(
+    dataset_dir, tmp_path
+):
+    """`--ego-beside --init-from` a folder that reads the lane pose and the car ahead (the
+    shipped model's kind): the lanes-beside inputs come last at zero weight, so the model
+    first plans exactly as the folder did; training moves them, a resumed run is the
+    straight run, the folder records the setting, and --beside-dropout hides the lane count
+    and, apart from it, the cars for its share of samples."""
+    from blockplan.model.ego import BESIDE_INPUTS
+
+    lead = Recipe.build(
+        "test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_lane_pose=True, ego_lead=True
+    )
+    beside = Recipe.build(
+        "test",
+        CAMERAS,
+        NUM_FRAMES,
+        ego_tokens=2,
+        ego_lane_pose=True,
+        ego_lead=True,
+        ego_beside=True,
+    )
+    train = load_shards(dataset_dir, "train", beside)
+    val = load_shards(dataset_dir, "val", beside)
+    assert train.beside.shape == (len(train), 2, 5) and np.isfinite(train.beside[..., 0]).all()
+    source = Trainer(lead, train, tmp_path / "s", TrainConfig(steps=1, batch_size=2, seed=5))
+    folder = source.model.save_pretrained(tmp_path / "m", lead.tokenizer.to_str())
+    config = TrainConfig(
+        steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
+    )
+    target = Trainer(beside, train, tmp_path / "t", config, progress=False)
+    _new_inputs_start_silent_then_train(
+        source, target, folder, train, "beside_input", BESIDE_INPUTS
+    )
+    _straight_then_resumed(beside, train, val, config, tmp_path)
+    assert load_pretrained(tmp_path / "b" / "best").config.ego_encoder.beside
+
+    every = list(range(len(train)))
+    for dropout, hidden in ((0.0, 0), (1.0, len(every))):
+        cfg = TrainConfig(steps=1, batch_size=2, beside_dropout=dropout)
+        trainer = Trainer(beside, train, "unused", cfg, progress=False)
+        lanes = trainer.inputs(train, every, np.random.default_rng(0))["beside_input"].numpy()
+        assert int(np.isnan(lanes[:, 0, 0]).sum()) == hidden
+        assert int(np.isnan(lanes[:, 0, 1]).sum()) == hidden
+    cfg = TrainConfig(steps=1, batch_size=2, beside_dropout=0.5)
+    lanes = (
+        Trainer(beside, train, "unused", cfg, progress=False)
+        .inputs(train, every * 8, np.random.default_rng(0))["beside_input"]
+        .numpy()
+    )
+    lanes_hidden, cars_hidden = np.isnan(lanes[:, 0, 0]), np.isnan(lanes[:, 0, 1])
+    assert (lanes_hidden != cars_hidden).any()  # the map and the tracker drop apart
+    with pytest.raises(TrainError, match="beside_dropout"):
+        TrainConfig(steps=1, beside_dropout=-0.1)
+    train.beside[..., 0] = np.nan  # data sets written before the lanes beside were recorded
+    with pytest.raises(TrainError, match="ego_beside"):
+        Trainer(beside, train, "unused", TrainConfig(steps=1))
 
 
 @pytest.mark.parametrize("reads", ["cells", "map"])

@@ -5,6 +5,7 @@ Conversion functions read messages by field name and build them through a messag
 code serves both.
 """
 
+from blockplan.bags.beside import BESIDE_FIELDS, beside_from_msg, beside_to_msg
 from blockplan.bags.ego import (
     LANE_FRAME,
     OdometryError,
@@ -95,6 +96,7 @@ __all__ = [
     "diagnostics_from_msg",
     "diagnostics_to_msg",
     "LANE_FRAME",
+    "BESIDE_FIELDS",
     "LEAD_FRAME",
     "ego_to_odometry",
     "ego_to_tf",
@@ -105,6 +107,8 @@ __all__ = [
     "image_msg_to_frame",
     "is_compressed_image",
     "lane_pose_from_msg",
+    "beside_from_msg",
+    "beside_to_msg",
     "lead_from_msg",
     "lead_to_msg",
     "lane_pose_to_msg",

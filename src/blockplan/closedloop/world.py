@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from blockplan.sim.episode import ObjectRegistry, lane_pose, other_objects, pose_of
-from blockplan.sim.labels import lead_vehicle
+from blockplan.sim.labels import beside_vehicles, lead_vehicle
+from blockplan.sim.roadmap import lanes_beside, network_roads
 from blockplan.sim.scenarios import SIM_HZ, Scenario, make_env, replace_ego, spawn_traffic
 from blockplan.sim.world import (
     KIND_VEHICLE,
@@ -103,10 +104,23 @@ class ClosedLoopWorld:
         """The car ahead in the ego's lane (gap m, infinite when none; its speed m/s), as the
         data set and the simulated bags record it (sim/labels.py `lead_vehicle`): the
         tracker."""
+        x, y, yaw, _ = pose_of(self.env.vehicle)
+        return lead_vehicle(x, y, yaw, self._vehicles())
+
+    def beside(self) -> np.ndarray:
+        """(2, 5) the lanes beside, as the data set and the simulated bags record them
+        (sim/labels.py `log_lanes_beside`): per side the map's lane count, then the
+        tracker's nearest cars ahead and behind in the lane line beside."""
         ego = self.env.vehicle
-        rows = [pose_of(obj) for obj, kind in other_objects(self.env) if kind == KIND_VEHICLE]
+        lanes = lanes_beside(network_roads(self.env.road.network), ego.lane_index)
         x, y, yaw, _ = pose_of(ego)
-        return lead_vehicle(x, y, yaw, np.reshape(rows, (-1, 4)))
+        cars = beside_vehicles(x, y, yaw, self._vehicles())
+        return np.concatenate([np.asarray(lanes, dtype=np.float64)[:, None], cars], axis=1)
+
+    def _vehicles(self) -> np.ndarray:
+        """(M, 4) [x, y, yaw, speed] of the other vehicles (odom)."""
+        rows = [pose_of(obj) for obj, kind in other_objects(self.env) if kind == KIND_VEHICLE]
+        return np.reshape(rows, (-1, 4))
 
     def stamp_ns(self, t: float | None = None) -> int:
         return seconds_to_ns(STAMP_OFFSET_S + (self.t if t is None else t))

@@ -1,7 +1,8 @@
 """`blockplan closed-loop`: the planner drives the ego in highway-env; the model, the IDM
 expert and the constant-velocity baseline on the same seeds, and on request the ego-status
-MLPs fitted on `--data` (`ego_mlp`, `ego_mlp_lane_pose`, which also reads the lane pose, and
-`ego_mlp_lead`, which reads the lane pose and the car ahead).
+MLPs fitted on `--data` (`ego_mlp`, `ego_mlp_lane_pose`, which also reads the lane pose,
+`ego_mlp_lead`, which reads the lane pose and the car ahead, and `ego_mlp_beside`, which also
+reads the lanes beside).
 With `--embodiment robot`: the robot policy on a Meta-World task through `RobotRuntime`, next
 to the scripted expert and the blind (proprioception-only) baseline (closedloop/robot.py)."""
 
@@ -14,7 +15,8 @@ import time
 from blockplan.commands.outputs import write_json_file
 from blockplan.config import add_set_argument
 
-MLP_POLICIES = ("ego_mlp", "ego_mlp_lane_pose", "ego_mlp_lead")  # fitted on --data
+# fitted on --data
+MLP_POLICIES = ("ego_mlp", "ego_mlp_lane_pose", "ego_mlp_lead", "ego_mlp_beside")
 POLICIES = ("model", "expert", "constant_velocity", *MLP_POLICIES)
 DEFAULT_POLICIES = ("model", "expert", "constant_velocity")
 ROBOT_POLICIES = ("model", "expert", "blind")
@@ -49,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="which policies to run (default: model expert constant_velocity; robot: model "
         "expert blind); ego_mlp: the ego-status MLP fitted on --data; ego_mlp_lane_pose: "
         "the same MLP with the lane pose as an input too; ego_mlp_lead: with the lane pose "
-        "and the car ahead (gap, speed)",
+        "and the car ahead (gap, speed); ego_mlp_beside: and the lanes beside",
     )
     parser.add_argument("--data", help="the data set a baseline is fitted on (its train split): "
                         "a `blockplan dataset` folder for the ego_mlp policies, a robot data set "
@@ -79,7 +81,8 @@ def _default_model(config) -> str:
 
 def _ego_mlps(data: str, model: str, config, names: list[str]) -> dict:
     """The ego-status MLPs `names` (`ego_mlp_lane_pose` also reads the lane pose,
-    `ego_mlp_lead` the lane pose and the car ahead) fitted on
+    `ego_mlp_lead` the lane pose and the car ahead, `ego_mlp_beside` the lanes beside as
+    well) fitted on
     `data`'s train split, loaded once, with the history rows of `model`'s recipe where it is
     a folder (as `blockplan eval` fits them), else the default schema's."""
     from blockplan.planner.loading import ModelLoadError, resolve_model_dir
@@ -97,8 +100,9 @@ def _ego_mlps(data: str, model: str, config, names: list[str]) -> dict:
         name: EgoMLPPlanner.fit_examples(
             train,
             recipe.schema,
-            lane_pose=name in ("ego_mlp_lane_pose", "ego_mlp_lead"),
-            lead=name == "ego_mlp_lead",
+            lane_pose=name != "ego_mlp",
+            lead=name in ("ego_mlp_lead", "ego_mlp_beside"),
+            beside=name == "ego_mlp_beside",
         )
         for name in names
     }

@@ -82,6 +82,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "samples (needs data sets that record `lead`; docs/ALGORITHMS.md §3.6)",
     )
     parser.add_argument(
+        "--ego-beside",
+        action="store_true",
+        help="with --ego-tokens: the ego encoder also reads the lanes beside the ego's (the "
+        "lane count on each side and the nearest cars ahead and behind in them; the node's "
+        "/perception/lanes_beside), unknown for --beside-dropout of the samples (needs data "
+        "sets that record `lanes_beside` and `beside`; docs/ALGORITHMS.md §3.7)",
+    )
+    parser.add_argument(
+        "--beside-dropout",
+        type=float,
+        default=0.1,
+        help="share of training samples whose lane count beside, and apart from it whose cars "
+        "beside, the encoder sees as unknown, so the model also plans without a map or a "
+        "tracker (0.1)",
+    )
+    parser.add_argument(
         "--lead-dropout",
         type=float,
         default=0.1,
@@ -352,6 +368,7 @@ def run(args: argparse.Namespace) -> int:
             ego_lane_pose=args.ego_lane_pose,
             ego_scene=args.ego_reads_scene,
             ego_lead=args.ego_lead,
+            ego_beside=args.ego_beside,
             vision_keypoints=args.vision_keypoints,
             vision_scene=LEAD_TARGETS if args.vision_scene_token else 0,
             vision_scene_reads=args.vision_scene_reads,
@@ -393,6 +410,7 @@ def run(args: argparse.Namespace) -> int:
             lane_pose_weight=args.lane_pose_weight,
             lane_pose_dropout=args.lane_pose_dropout,
             lead_dropout=args.lead_dropout,
+            beside_dropout=args.beside_dropout,
             lead_weight=args.lead_weight,
             scene_teacher_share=args.scene_teacher_share,
             steady_history_share=args.steady_history_share,

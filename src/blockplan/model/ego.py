@@ -32,6 +32,16 @@ speed / 10 m/s (the history's speed scale, so the MLP compares it with the ego's
 unknown lead (NaN: no tracker, or a stale one) enters as zeros with the known flag down
 (docs/ALGORITHMS.md §3.6). The camera alone cannot give the speed of a car 50 m ahead: at
 the rig's resolution it moves by a fraction of a pixel between frames.
+
+An encoder with `beside` also reads the lanes beside the ego's at t0, per side (left, then
+right): how many lanes the road has on that side (a map and localisation give it) and the
+nearest car ahead and behind in the lane line on that side (gap m, infinite when none; its
+speed m/s; what a tracker gives). It enters as `BESIDE_INPUTS` numbers after all the others
+(`beside_inputs`): per side a known flag and a lane-there flag for the lane count, a known
+flag for the cars, then for the car ahead and the car behind a present flag, 10 m / gap
+(capped) and the speed / 10 m/s. The lane count and the cars are known or unknown (NaN)
+apart (docs/ALGORITHMS.md §3.7). A lane change is decided on these: whether there is a lane
+to go to and a gap in it.
 """
 
 from __future__ import annotations
@@ -58,6 +68,10 @@ LEAD_NEAR_M = 10.0  # 10 m / gap: 1 at 10 m, capped at LEAD_MAX_CLOSENESS
 LEAD_MAX_CLOSENESS = 5.0
 LEAD_RANGE_M = 100.0
 LEAD_SPEED_SCALE = 10.0
+# The lanes beside, per side: lanes known, a lane there, cars known, then ahead and behind:
+# present, 10 m / gap, speed / 10 m/s.
+BESIDE_SIDE_INPUTS = 9
+BESIDE_INPUTS = 2 * BESIDE_SIDE_INPUTS
 
 
 @dataclass(frozen=True)
@@ -68,13 +82,14 @@ class EgoEncoderConfig:
     lane_pose: bool = False  # also reads the lane pose at t0 (offset, heading error)
     scene: bool = False  # also reads the front camera's newest scene token (hidden_size wide)
     lead: bool = False  # also reads the car ahead in the lane (gap, speed), after the rest
+    beside: bool = False  # also reads the lanes beside (lane count, cars), after the lead
 
     def __post_init__(self) -> None:
         for name in ("tokens", "rows", "hidden"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ModelConfigError(f"ego_encoder.{name}={value!r}: must be an integer >= 1")
-        for name in ("lane_pose", "scene", "lead"):
+        for name in ("lane_pose", "scene", "lead", "beside"):
             if not isinstance(getattr(self, name), bool):
                 raise ModelConfigError(
                     f"ego_encoder.{name}={getattr(self, name)!r}: must be a bool"
@@ -87,9 +102,12 @@ class EgoEncoderConfig:
         return self.rows * NUM_COLUMNS + (LANE_INPUTS if self.lane_pose else 0)
 
     def input_width(self, hidden_size: int) -> int:
-        """All the encoder's inputs: history, lane pose, scene token, lead."""
+        """All the encoder's inputs: history, lane pose, scene token, lead, lanes beside."""
         return (
-            self.num_inputs + (hidden_size if self.scene else 0) + (LEAD_INPUTS if self.lead else 0)
+            self.num_inputs
+            + (hidden_size if self.scene else 0)
+            + (LEAD_INPUTS if self.lead else 0)
+            + (BESIDE_INPUTS if self.beside else 0)
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,11 +118,12 @@ class EgoEncoderConfig:
             | ({"lane_pose": True} if self.lane_pose else {})
             | ({"scene": True} if self.scene else {})
             | ({"lead": True} if self.lead else {})
+            | ({"beside": True} if self.beside else {})
         )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EgoEncoderConfig:
-        unknown = set(d) - {"tokens", "rows", "hidden", "lane_pose", "scene", "lead"}
+        unknown = set(d) - {"tokens", "rows", "hidden", "lane_pose", "scene", "lead", "beside"}
         if unknown:
             raise ModelConfigError(f"ego_encoder: unknown settings {sorted(unknown)}")
         return cls(**d)
@@ -148,6 +167,39 @@ def lead_inputs(lead: torch.Tensor | None, batch: tuple[int, ...]) -> torch.Tens
     return torch.where(known[..., None], out, 0.0)
 
 
+def _car_inputs(gap: torch.Tensor, speed: torch.Tensor) -> torch.Tensor:
+    """(...,) gap (inf: none) and speed of a car, known → (..., 3): present, 10 m / gap
+    (capped at LEAD_MAX_CLOSENESS), speed / 10 m/s; zeros without a car."""
+    present = torch.isfinite(gap)
+    safe_gap = torch.where(present, gap.clamp(min=1e-3), 1.0)
+    closeness = torch.where(present, (LEAD_NEAR_M / safe_gap).clamp(max=LEAD_MAX_CLOSENESS), 0.0)
+    speed_in = torch.where(present, torch.nan_to_num(speed) / LEAD_SPEED_SCALE, 0.0)
+    return torch.stack([present.to(gap.dtype), closeness, speed_in], dim=-1)
+
+
+def beside_inputs(beside: torch.Tensor | None, batch: tuple[int, ...]) -> torch.Tensor:
+    """(..., 2, 5) lanes beside — per side (left, right): lanes on that side, gap to the car
+    ahead in the line beside (m, inf: none), its speed, gap to the car behind, its speed; a
+    NaN lane count: the lanes unknown, a NaN gap (or a car without a speed): the cars on that
+    side unknown (None: all unknown) → (..., BESIDE_INPUTS) encoder inputs, left then right:
+    lanes known, a lane there, cars known, then ahead and behind (`_car_inputs`)."""
+    if beside is None:
+        return torch.zeros(*batch, BESIDE_INPUTS)
+    if tuple(beside.shape) != (*batch, 2, 5):
+        raise ValueError(f"beside shape {tuple(beside.shape)}: expected {(*batch, 2, 5)}")
+    b = beside.to(device="cpu", dtype=torch.float64)
+    lanes = b[..., 0]
+    lanes_known = torch.isfinite(lanes)
+    lane_there = lanes_known & (lanes > 0)
+    gaps, speeds = b[..., [1, 3]], b[..., [2, 4]]
+    car_known = ~torch.isnan(gaps) & (gaps >= 0) & ~(torch.isfinite(gaps) & torch.isnan(speeds))
+    cars_known = car_known.all(dim=-1)  # (..., 2) per side
+    cars = _car_inputs(torch.where(torch.isnan(gaps), math.inf, gaps), speeds)  # (..., 2, 2, 3)
+    cars = torch.where(cars_known[..., None, None], cars, 0.0).flatten(-2)  # (..., 2, 6)
+    flags = torch.stack([lanes_known, lane_there, cars_known], dim=-1).to(b.dtype)
+    return torch.cat([flags, cars], dim=-1).flatten(-2)
+
+
 class EgoEncoder(nn.Module):
     """(rows, 6) ego history → (tokens, hidden_size) prompt embeddings."""
 
@@ -173,11 +225,13 @@ class EgoEncoder(nn.Module):
         lane_pose: torch.Tensor | None = None,
         scene: torch.Tensor | None = None,
         lead: torch.Tensor | None = None,
+        beside: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """history (..., rows, 6) and, for an encoder with `lane_pose`, the (..., 2) lane
         pose (NaN or None: unknown; ignored by one without), for one with `scene` the
         (..., hidden_size) scene token, for one with `lead` the (..., 2) car ahead (gap,
-        speed; `lead_inputs`) → (..., tokens, hidden_size)."""
+        speed; `lead_inputs`), for one with `beside` the (..., 2, 5) lanes beside
+        (`beside_inputs`) → (..., tokens, hidden_size)."""
         c = self.config
         if tuple(history.shape[-2:]) != (c.rows, NUM_COLUMNS):
             raise ValueError(
@@ -199,4 +253,7 @@ class EgoEncoder(nn.Module):
         if c.lead:
             ahead = lead_inputs(lead, tuple(history.shape[:-2]))
             x = torch.cat([x, ahead.to(device=x.device, dtype=dtype)], dim=-1)
+        if c.beside:
+            lanes = beside_inputs(beside, tuple(history.shape[:-2]))
+            x = torch.cat([x, lanes.to(device=x.device, dtype=dtype)], dim=-1)
         return self.net(x).unflatten(-1, (c.tokens, self.hidden_size))

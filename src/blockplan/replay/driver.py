@@ -27,6 +27,7 @@ from blockplan.bags import (
     BagWriter,
     ImageDecodeError,
     OdometryError,
+    beside_from_msg,
     image_msg_to_frame,
     lane_pose_from_msg,
     lead_from_msg,
@@ -273,6 +274,13 @@ class _Replayer:
             self.runtime.on_lane_pose(*lane_pose_from_msg(msg))
         elif topic == self.topics.lead:
             self.runtime.on_lead(*lead_from_msg(msg))
+        elif topic == self.topics.beside:  # no header: stamped with the record's log time
+            try:
+                beside = beside_from_msg(msg)
+            except ValueError as e:
+                self.runtime.on_invalid_input(InvalidInput.BESIDE_INVALID, f"{topic}: {e}")
+                return
+            self.runtime.on_beside(record.log_time_ns, beside)
 
 
 def _followed(windows: Sequence[PlanWindow], runtime: PlannerRuntime) -> dict[str, Any]:
@@ -371,6 +379,7 @@ def replay_bag(
         odometry_topic=topics.odometry,
         lane_pose_topic=topics.lane_pose,
         lead_topic=topics.lead,
+        beside_topic=topics.beside,
         ground_truth=GT_PATH_TOPIC if ground_truth else "recorded odometry",
         streaming=streaming_metrics(
             runtime_metrics,

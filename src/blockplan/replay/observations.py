@@ -21,16 +21,21 @@ from blockplan.types import Observation, Plan
 
 class RecordingPlanner(ConstantVelocityPlanner):
     """The constant-velocity baseline answering, with `schema` (which decides the ego history
-    the runtime builds) and, with `reads_lane_pose` / `reads_lead`, given the lane pose / the
-    car ahead as a model that reads it is; keeps every observation it is asked to plan, by
-    stamp."""
+    the runtime builds) and, with `reads_lane_pose` / `reads_lead` / `reads_beside`, given the
+    lane pose / the car ahead / the lanes beside as a model that reads it is; keeps every
+    observation it is asked to plan, by stamp."""
 
     def __init__(
-        self, schema: DrivingSchema, reads_lane_pose: bool = False, reads_lead: bool = False
+        self,
+        schema: DrivingSchema,
+        reads_lane_pose: bool = False,
+        reads_lead: bool = False,
+        reads_beside: bool = False,
     ) -> None:
         self.schema = schema
         self.reads_lane_pose = reads_lane_pose
         self.reads_lead = reads_lead
+        self.reads_beside = reads_beside
         self.seen: dict[int, Observation] = {}
 
     def plan(self, observation: Observation) -> Plan:
@@ -44,12 +49,13 @@ def bag_observations(
     schema: DrivingSchema,
     reads_lane_pose: bool = False,
     reads_lead: bool = False,
+    reads_beside: bool = False,
 ) -> list[Observation]:
     """Every observation a plan was requested for while replaying `bag` in ideal timing at
     `config`'s control rate, oldest first."""
     from blockplan.replay.driver import replay_bag
 
-    planner = RecordingPlanner(schema, reads_lane_pose, reads_lead)
+    planner = RecordingPlanner(schema, reads_lane_pose, reads_lead, reads_beside)
     with tempfile.TemporaryDirectory(prefix="blockplan-observations-") as out:
         replay_bag(bag, Path(out) / "replay", planner, config, "ideal")
     return [planner.seen[stamp] for stamp in sorted(planner.seen)]

@@ -18,6 +18,7 @@ ODOMETRY_TYPE = "nav_msgs/msg/Odometry"
 TF_TYPE = "tf2_msgs/msg/TFMessage"
 STRING_TYPE = "std_msgs/msg/String"
 POSE_STAMPED_TYPE = "geometry_msgs/msg/PoseStamped"
+ARRAY_TYPE = "std_msgs/msg/Float64MultiArray"
 
 
 class ReplayInputError(UserError, ValueError):
@@ -30,8 +31,8 @@ class ReplayOutputError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class InputTopics:
-    """camera topic → camera name; odometry / route / lane-pose / lead-vehicle topics (None
-    when absent); tf topics to copy to the output."""
+    """camera topic → camera name; odometry / route / lane-pose / lead-vehicle / lanes-beside
+    topics (None when absent); tf topics to copy to the output."""
 
     cameras: dict[str, str]
     odometry: str | None
@@ -42,6 +43,7 @@ class InputTopics:
     mistyped: dict[str, str] = field(default_factory=dict)
     lane_pose: str | None = None
     lead: str | None = None
+    beside: str | None = None
 
     def why_missing(self, topic: str) -> str:
         """Why a configured input topic is not used: absent, or present with another type."""
@@ -52,7 +54,7 @@ class InputTopics:
     @property
     def all(self) -> tuple[str, ...]:
         topics = [*self.cameras, *self.tf]
-        inputs = (self.odometry, self.route_command, self.lane_pose, self.lead)
+        inputs = (self.odometry, self.route_command, self.lane_pose, self.lead, self.beside)
         topics += [t for t in inputs if t is not None]
         return tuple(topics)
 
@@ -99,5 +101,9 @@ def resolve_topics(config: PlannerConfig, topics: dict[str, TopicSummary]) -> In
     if lead in topics and not _typed(topics, lead, (ODOMETRY_TYPE,)):
         mistyped[lead] = topics[lead].msgtype or "an unknown type"
     lead = lead if _typed(topics, lead, (ODOMETRY_TYPE,)) else None
+    beside = config.topics.lanes_beside
+    if beside in topics and not _typed(topics, beside, (ARRAY_TYPE,)):
+        mistyped[beside] = topics[beside].msgtype or "an unknown type"
+    beside = beside if _typed(topics, beside, (ARRAY_TYPE,)) else None
     tf = tuple(t for t in ("/tf", "/tf_static") if _typed(topics, t, (TF_TYPE,)))
-    return InputTopics(cameras, odom, route, tf, tuple(missing), mistyped, lane, lead)
+    return InputTopics(cameras, odom, route, tf, tuple(missing), mistyped, lane, lead, beside)

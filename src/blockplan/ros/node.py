@@ -55,6 +55,7 @@ from blockplan.bags import (
     MessageFieldError,
     ModuleMessages,
     OdometryError,
+    beside_from_msg,
     header_stamp_ns,
     image_msg_to_frame,
     lane_pose_from_msg,
@@ -306,6 +307,9 @@ class PlannerNode(Node):
         self._subscribe("geometry_msgs/msg/PoseStamped", lane, self._on_lane_pose, ODOMETRY_QOS)
         lead = node_topic(topics.lead_vehicle)
         self._subscribe("nav_msgs/msg/Odometry", lead, self._on_lead, ODOMETRY_QOS)
+        beside = node_topic(topics.lanes_beside)
+        array = "std_msgs/msg/Float64MultiArray"
+        self._subscribe(array, beside, self._on_beside, ODOMETRY_QOS)
 
     def _create_robot_io(self, config: PlannerConfig) -> None:
         robot, ns = config.robot, self._ns
@@ -410,6 +414,20 @@ class PlannerNode(Node):
         runtime = self._runtime
         if runtime is not None:
             runtime.on_lead(*lead_from_msg(msg))
+
+    def _on_beside(self, msg: Any) -> None:
+        """The lanes beside carry no header: stamped on arrival with the node's clock (sim
+        time under replay)."""
+        runtime = self._runtime
+        if runtime is None:
+            return
+        stamp = self.get_clock().now().nanoseconds
+        try:
+            beside = beside_from_msg(msg)
+        except ValueError as e:
+            runtime.on_invalid_input(InvalidInput.BESIDE_INVALID, str(e))
+            return
+        runtime.on_beside(stamp, beside)
 
     def _on_tick(self) -> None:
         with self._lock:

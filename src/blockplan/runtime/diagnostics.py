@@ -7,9 +7,9 @@
   hard `gates.*` reject). Values: counts and the newest plan's peaks.
 * `blockplan: camera <name>` — OK fresh; WARN stale; ERROR never seen. Value: frame age.
 * `blockplan: odometry` — OK fresh; WARN stale; ERROR none.
-* `blockplan: lane pose`, `blockplan: lead vehicle` — only for a planner that reads them:
-  OK while the newest report is recent enough at the tick's time (`max_lane_pose_age_s`,
-  `max_lead_age_s`), WARN when none is: the source is silent and the planner plans without
+* `blockplan: lane pose`, `blockplan: lead vehicle`, `blockplan: lanes beside` — only for a
+  planner that reads them: OK while the newest report is recent enough at the tick's time
+  (`max_lane_pose_age_s`, `max_lead_age_s`, `max_beside_age_s`), WARN when none is: the source is silent and the planner plans without
   it (a request counts against the window's stamp: `requests_without_*`). Values: the
   report's age and values.
 * `blockplan: inputs` — WARN while any input has been rejected since the previous snapshot.
@@ -27,6 +27,12 @@ from blockplan.runtime.health import ERROR, OK, WARN, Count, DiagnosticStatusDat
 if TYPE_CHECKING:
     from blockplan.runtime.loop import PlannerRuntime
 
+# The lanes beside's values on /diagnostics: per side, bags/beside.py's fields.
+BESIDE_VALUES = tuple(
+    f"{side}_{name}"
+    for side in ("left", "right")
+    for name in ("lanes", "gap_ahead_m", "speed_ahead_mps", "gap_behind_m", "speed_behind_mps")
+)
 _CAMERA_LEVELS = {CameraState.OK: OK, CameraState.STALE: WARN, CameraState.MISSING: ERROR}
 _LOOP_COUNTS = (
     Count.TICKS,
@@ -101,6 +107,8 @@ def diagnostic_statuses(
          ("offset_m", "heading_error_rad"), Count.REQUESTS_WITHOUT_LANE_POSE),
         (runtime.reads_lead, "lead vehicle", runtime.leads, limits.max_lead_age_s,
          ("gap_m", "speed_mps"), Count.REQUESTS_WITHOUT_LEAD),
+        (runtime.reads_beside, "lanes beside", runtime.besides, limits.max_beside_age_s,
+         BESIDE_VALUES, Count.REQUESTS_WITHOUT_BESIDE),
     )  # fmt: skip
     for reads, what, buffer, max_age, names, without in optional:
         if reads:
@@ -117,21 +125,23 @@ def diagnostic_statuses(
 
 def _optional_status(
     what: str,
-    newest: tuple[int, tuple[float, float]] | None,
+    newest: tuple[int, tuple] | None,
     now_ns: int,
     max_age_s: float,
-    names: tuple[str, str],
+    names: tuple[str, ...],
     without: Count,
     counts: dict[str, int],
 ) -> DiagnosticStatusData:
-    """An optional input the model reads (lane pose, the car ahead): OK while recent enough."""
+    """An optional input the model reads (lane pose, the car ahead, the lanes beside): OK
+    while recent enough; its newest values under `names` (a nested report flattened)."""
     values: dict[str, object] = {without.value: counts[without.value]}
     if newest is None:
         message = f"no {what} received: planning without it"
         return DiagnosticStatusData(f"blockplan: {what}", WARN, message, values=values)
-    stamp, pair = newest
+    stamp, report = newest
     age = (now_ns - stamp) * 1e-9
-    values |= {"age_s": round(age, 3), names[0]: pair[0], names[1]: pair[1]}
+    flat = np.asarray(report, dtype=np.float64).reshape(-1).tolist()
+    values |= {"age_s": round(age, 3)} | dict(zip(names, flat, strict=True))
     if age > max_age_s:
         message = f"{what} {age:.3f} s old (> {max_age_s:g} s): planning without it"
         return DiagnosticStatusData(f"blockplan: {what}", WARN, message, values=values)

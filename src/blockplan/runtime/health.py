@@ -17,6 +17,8 @@ tick without the planner) and `plan_age` (age of the published plan).
   none (no /localization/lane_pose, or none recent enough): the planner plans without it;
 * `requests_without_lead`: the same for a planner that reads the car ahead
   (/perception/lead_vehicle);
+* `requests_without_beside`: the same for a planner that reads the lanes beside
+  (/perception/lanes_beside);
 * `waits` / `degraded_requests`: ticks where a stale camera held back / degraded a request;
 * `time_jumps`: resets after a stamp or the clock went back; `discarded_results`: plans from
   before a reset (or older than the newest) that were dropped; `unchanged_window_replans`:
@@ -64,6 +66,7 @@ class Count(str, enum.Enum):
     REQUESTS = "requests"
     REQUESTS_WITHOUT_LANE_POSE = "requests_without_lane_pose"
     REQUESTS_WITHOUT_LEAD = "requests_without_lead"
+    REQUESTS_WITHOUT_BESIDE = "requests_without_beside"
     DEGRADED_REQUESTS = "degraded_requests"
     WAITS = "waits"
     PADDED_WINDOWS = "padded_windows"
@@ -96,6 +99,9 @@ class InvalidInput(str, enum.Enum):
     INVALID_INSTRUCTION = "invalid_instruction"  # robots: an empty instruction
     LANE_POSE_NONFINITE = "lane_pose_nonfinite"  # a lane pose with a NaN or infinity
     LEAD_INVALID = "lead_invalid"  # a car-ahead report with a NaN or non-positive gap, or no speed
+    # a lanes-beside report with another layout, a negative or fractional lane count, a
+    # negative gap or a car without a finite speed
+    BESIDE_INVALID = "beside_invalid"
 
 
 # What `blockplan: inputs` reports: dropped and rejected inputs (every InvalidInput too).

@@ -34,6 +34,8 @@ class RuntimeLimits:
     # The car ahead (a tracker's or radar's report) likewise: 0.25 s covers a 10 Hz radar
     # with one report lost; at a 10 m/s closing speed it is 2.5 m of gap.
     max_lead_age_s: float = 0.25
+    # The lanes beside (the map's lane count and the tracker's cars beside) likewise.
+    max_beside_age_s: float = 0.25
     # Ego history kept (s; at least: the runtime keeps the planner's history span and more)
     # and the number of latency samples behind the p50/p99.
     ego_history_s: float = 10.0
@@ -48,6 +50,7 @@ class RuntimeLimits:
             "max_odometry_age_s",
             "max_lane_pose_age_s",
             "max_lead_age_s",
+            "max_beside_age_s",
             "ego_history_s",
         ):
             value = getattr(self, name)

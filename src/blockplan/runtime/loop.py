@@ -21,6 +21,8 @@ import logging
 import math
 from collections.abc import Iterable
 
+import numpy as np
+
 from blockplan.config import PlannerConfig
 from blockplan.runtime.clock import Clock, Stopwatch, default_stopwatch
 from blockplan.runtime.core import RuntimeCore
@@ -93,6 +95,11 @@ class PlannerRuntime(RuntimeCore):
         )
         self.reads_lane_pose = bool(getattr(planner, "reads_lane_pose", False))
         self.reads_lead = bool(getattr(planner, "reads_lead", False))
+        # The lanes beside: (2, 5) per side, lanes then the cars ahead and behind.
+        self.besides: StampedInputs[tuple[tuple[float, ...], ...]] = StampedInputs(
+            limits.max_beside_age_s, limits.time_jump_s
+        )
+        self.reads_beside = bool(getattr(planner, "reads_beside", False))
         self.newest: AcceptedPlan | None = None
         self.last_output: TickOutput | None = None
         self._rejected: list[RejectedPlan] = []
@@ -148,6 +155,25 @@ class PlannerRuntime(RuntimeCore):
         with self._lock:
             self.leads.push(stamp_ns, (gap, speed if math.isfinite(gap) else math.nan))
 
+    def on_beside(self, stamp_ns: int, beside: np.ndarray) -> None:
+        """The lanes beside the ego's (bags/beside.py): per side (left, right) the lane count
+        from the map, then the gap to the nearest car ahead in the lane line beside, its
+        speed, the gap to the nearest car behind, its speed, from the tracker. NaN: what the
+        sender does not know (a whole side's lane count, or its cars); an infinite gap: no
+        car there (its speed not read)."""
+        report = _checked_beside(beside)
+        if isinstance(report, str):
+            what = f"lanes beside at {stamp_ns} ns: {report}"
+            self.on_invalid_input(InvalidInput.BESIDE_INVALID, what)
+            return
+        with self._lock:
+            self.besides.push(stamp_ns, report)
+
+    def beside_at(self, stamp_ns: int) -> tuple[tuple[float, ...], ...] | None:
+        """The newest lanes-beside report not after `stamp_ns` and at most
+        `max_beside_age_s` older, or None."""
+        return self.besides.at(stamp_ns)
+
     def lane_pose_at(self, stamp_ns: int) -> tuple[float, float] | None:
         """The newest lane pose not after `stamp_ns` and at most `max_lane_pose_age_s`
         older, or None."""
@@ -162,6 +188,7 @@ class PlannerRuntime(RuntimeCore):
         self.ego.clear()
         self.lane_poses.clear()
         self.leads.clear()
+        self.besides.clear()
         self.fallback.reset()
         self.newest = None
         self._last_request = None
@@ -331,12 +358,15 @@ class PlannerRuntime(RuntimeCore):
         )
         lane = self.lane_pose_at(snapshot.stamp_ns) if self.reads_lane_pose else None
         lead = self.lead_at(snapshot.stamp_ns) if self.reads_lead else None
-        observation = Observation(snapshot.stamp_ns, frames, history, route, lane, lead)
+        beside = self.beside_at(snapshot.stamp_ns) if self.reads_beside else None
+        observation = Observation(snapshot.stamp_ns, frames, history, route, lane, lead, beside)
         self.health.count(Count.REQUESTS)
         if self.reads_lane_pose and lane is None:
             self.health.count(Count.REQUESTS_WITHOUT_LANE_POSE)
         if self.reads_lead and lead is None:
             self.health.count(Count.REQUESTS_WITHOUT_LEAD)
+        if self.reads_beside and beside is None:
+            self.health.count(Count.REQUESTS_WITHOUT_BESIDE)
         if is_degraded:
             self.health.count(Count.DEGRADED_REQUESTS)
         if snapshot.is_padded:
@@ -390,3 +420,26 @@ class PlannerRuntime(RuntimeCore):
                 self.health.record_latency("inference", result.latency_ns)
                 self.health.count(Count.UNFINISHED_PLANS)
             return len(pending)
+
+
+def _checked_beside(beside: np.ndarray) -> tuple[tuple[float, ...], ...] | str:
+    """A lanes-beside report as (left, right) rows of 5 floats, or why it is refused: not
+    (2, 5); a lane count that is not a whole number >= 0 (NaN: unknown); a negative gap, an
+    infinite one below zero, or a car (finite gap) without a finite speed (NaN gaps:
+    unknown). A speed with an infinite gap (no car) is not read and stored as NaN."""
+    values = np.asarray(beside, dtype=np.float64)
+    if values.shape != (2, 5):
+        return f"shape {values.shape}, expected (2, 5)"
+    values = values.copy()
+    lanes = values[:, 0][~np.isnan(values[:, 0])]
+    if not np.isfinite(lanes).all() or not ((lanes >= 0) & (lanes == np.round(lanes))).all():
+        return f"lane counts {values[:, 0].tolist()}: whole numbers >= 0 or NaN"
+    for gap, speed in ((1, 2), (3, 4)):
+        gaps, speeds = values[:, gap], values[:, speed]
+        if (gaps[~np.isnan(gaps)] < 0).any():
+            return f"gaps {gaps.tolist()}: >= 0, inf (no car) or NaN (unknown)"
+        car = np.isfinite(gaps)
+        if not np.isfinite(speeds[car]).all():
+            return f"a car beside without a finite speed: {values.tolist()}"
+        values[:, speed] = np.where(car, speeds, np.nan)
+    return tuple(tuple(float(v) for v in row) for row in values)

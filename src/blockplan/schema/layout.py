@@ -117,8 +117,10 @@ class PromptLayout:
     with `ego_history` ((num_history, 6), the rows it encodes) and `lane_pose` ((2,) the
     lane offset and heading error at t0, NaN where unknown; read by an encoder with
     `lane_pose`) and `lead` ((2,) the gap to the car ahead in the lane, infinite when none,
-    and its speed; NaN gap where unknown; read by an encoder with `lead`); None when the
-    prompt spells the history out as digits.
+    and its speed; NaN gap where unknown; read by an encoder with `lead`) and `beside`
+    ((2, 5) the lanes beside, per side: lane count, gap and speed of the car ahead and of the
+    car behind in that lane line; NaN where unknown; read by an encoder with `beside`); None
+    when the prompt spells the history out as digits.
     """
 
     token_ids: np.ndarray
@@ -128,6 +130,7 @@ class PromptLayout:
     ego_history: np.ndarray | None = None
     lane_pose: np.ndarray | None = None
     lead: np.ndarray | None = None
+    beside: np.ndarray | None = None
 
     def ego_inputs(self) -> dict:
         """The `embed_prompt` keywords of the ego slots (empty for a digit prompt)."""
@@ -138,6 +141,7 @@ class PromptLayout:
             "ego_history": self.ego_history,
             "lane_pose": self.lane_pose,
             "lead": self.lead,
+            "beside": self.beside,
         }
 
     def __len__(self) -> int:

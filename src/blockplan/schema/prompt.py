@@ -244,6 +244,7 @@ def render_prompt(
     ego_tokens: int = 0,
     lane_pose: np.ndarray | None = None,
     lead: np.ndarray | None = None,
+    beside: np.ndarray | None = None,
 ) -> PromptLayout:
     """The prompt as token ids with image placeholders, for our engine.
 
@@ -257,7 +258,8 @@ def render_prompt(
     layout's `ego_history` (model/ego.py), and the layout carries the lane pose (2,) for an
     encoder that reads it: `lane_pose`, default `observation.lane_pose`, NaN when unknown;
     likewise the car ahead (2,) (gap, infinite when none; speed): `lead`, default
-    `observation.lead`, NaN when unknown. Neither ever changes the token ids.
+    `observation.lead`, NaN when unknown; likewise the lanes beside (2, 5): `beside`, default
+    `observation.beside`, NaN when unknown. None of them ever changes the token ids.
     """
     if tokens_per_image < 1:
         raise SchemaError(f"tokens_per_image={tokens_per_image}: must be >= 1")
@@ -298,6 +300,7 @@ def render_prompt(
     ego.setflags(write=False)
     lane = _ego_pair(lane_pose, observation, "lane_pose", "[offset m, heading rad]")
     ahead = _ego_pair(lead, observation, "lead", "[gap m, speed m/s]")
+    lanes = _ego_beside(beside, observation)
     return PromptLayout(
         token_ids,
         header_end,
@@ -306,4 +309,20 @@ def render_prompt(
         ego_history=ego,
         lane_pose=lane,
         lead=ahead,
+        beside=lanes,
     )
+
+
+def _ego_beside(value: np.ndarray | None, observation: Observation | None) -> np.ndarray:
+    """The (2, 5) lanes beside for the layout: `value`, else the observation's, NaN when
+    unknown; read-only."""
+    if value is None and observation is not None:
+        value = observation.beside
+    lanes = np.full((2, 5), np.nan) if value is None else np.asarray(value, dtype=np.float64)
+    if lanes.shape != (2, 5):
+        raise SchemaError(
+            f"beside shape {lanes.shape}: expected (2, 5) per side [lanes, gap ahead m, "
+            "speed m/s, gap behind m, speed m/s]"
+        )
+    lanes.setflags(write=False)
+    return lanes

@@ -3,7 +3,9 @@
 Per simulation step (20 Hz): /odom, /tf (odom -> base_link), the ego's pose in its lane
 (/localization/lane_pose, what a localisation on the map provides; `lane_pose_to_msg`) and
 the car ahead in its lane (/perception/lead_vehicle, what a tracker or an ACC radar
-provides; `lead_to_msg`). Per camera tick (rig rate):
+provides; `lead_to_msg`) and the lanes beside (/perception/lanes_beside: the map's lane
+count and the tracker's nearest cars in the lane lines beside; `beside_to_msg`). Per camera
+tick (rig rate):
 one image per camera (sensor_msgs/Image rgb8, or CompressedImage jpeg) in the camera's
 optical frame, the route command, and the ground truth at that instant: the expert's
 20-point 4 Hz future as nav_msgs/Path in base_link at t0, and the label JSON
@@ -27,6 +29,7 @@ from blockplan.bags import (
     BagWriter,
     StaticFrame,
     TypestoreMessages,
+    beside_to_msg,
     ego_to_odometry,
     ego_to_tf,
     encode_compressed_image,
@@ -40,12 +43,20 @@ from blockplan.bags import (
 from blockplan.errors import UserError
 from blockplan.schema import default_schema, render_answer_text
 from blockplan.sim.episode import EpisodeLog
-from blockplan.sim.labels import HORIZON_S, SampleLabel, ego_state, label_at, log_lead
+from blockplan.sim.labels import (
+    HORIZON_S,
+    SampleLabel,
+    ego_state,
+    label_at,
+    log_lanes_beside,
+    log_lead,
+)
 from blockplan.sim.render import RigRenderer
 from blockplan.sim.rig import Rig
 from blockplan.sim.scenarios import SIM_HZ
 from blockplan.sim.topics import (
     BASE_FRAME,
+    BESIDE_TOPIC,
     GT_LABELS_TOPIC,
     GT_PATH_TOPIC,
     LANE_POSE_TOPIC,
@@ -183,6 +194,7 @@ def write_episode_bag(
                 put(bag, LANE_POSE_TOPIC, lane_pose_to_msg(ns, stamp, offset, heading), stamp)
             gap, speed = log_lead(log, i)
             put(bag, LEAD_TOPIC, lead_to_msg(ns, stamp, gap, speed, BASE_FRAME), stamp)
+            put(bag, BESIDE_TOPIC, beside_to_msg(ns, log_lanes_beside(log, i)), stamp)
             if i % camera_every:
                 continue
             images = renderer.render(log.snapshot(i))

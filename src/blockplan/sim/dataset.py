@@ -39,6 +39,7 @@ from blockplan.sim.labels import (
     SampleLabel,
     label_at,
     label_times,
+    log_beside,
 )
 from blockplan.sim.render import RigRenderer
 from blockplan.sim.rig import Rig
@@ -270,6 +271,7 @@ def episode_samples(
             add("lane_pose", log.lane_pose[log.index_at(float(t0))])
         add("lead", lead_facts(label.facts))
         add("lanes_beside", log.road.lanes_beside(log.ego_lane[log.index_at(float(t0))]))
+        add("beside", log_beside(log, log.index_at(float(t0))))
     dtypes = {
         "images": np.uint8,
         "frame_stamps_ns": np.int64,
@@ -334,6 +336,7 @@ def sample_observation(shard: dict[str, np.ndarray], i: int) -> Observation:
     # The car ahead (gap, speed): an infinite gap (none ahead) is known, a NaN one is not.
     lead = shard["lead"][i] if "lead" in shard else None
     lead_known = lead is not None and not np.isnan(lead[0])
+    beside = shard_beside(shard)[i]
     return Observation(
         int(shard["stamp_ns"][i]),
         frames,
@@ -341,7 +344,21 @@ def sample_observation(shard: dict[str, np.ndarray], i: int) -> Observation:
         str(shard["route_command"][i]),
         (float(lane[0]), float(lane[1])) if known else None,
         (float(lead[0]), float(lead[1])) if lead_known else None,
+        None if np.isnan(beside).all() else (tuple(beside[0].tolist()), tuple(beside[1].tolist())),
     )
+
+
+def shard_beside(shard: dict[str, np.ndarray]) -> np.ndarray:
+    """(N, 2, 5) float32 the lanes beside of a shard's samples, per side (left, right):
+    `lanes_beside` then `beside` ([lanes, gap ahead, speed, gap behind, speed]; the layout
+    an encoder with `beside` reads); NaN where a shard written before them lacks either."""
+    n = shard["stamp_ns"].shape[0]
+    out = np.full((n, 2, 5), np.nan, np.float32)
+    if "lanes_beside" in shard:
+        out[..., 0] = shard["lanes_beside"]
+    if "beside" in shard:
+        out[..., 1:] = shard["beside"]
+    return out
 
 
 def sample_answer(shard: dict[str, np.ndarray], i: int) -> DrivingAnswer:

@@ -58,6 +58,7 @@ ROUTE_LOOKAHEAD_S = 8.0
 NEARBY_AHEAD_M, NEARBY_BEHIND_M, NEARBY_SIDE_M, NEARBY_RADIUS_M = 40.0, 10.0, 6.0, 15.0
 CONFLICT_WINDOW_S, CONFLICT_DIST_M, CONFLICT_DT_S = 4.0, 3.0, 1.5
 SAME_LANE_M, SAME_HEADING_RAD = 2.0, np.radians(20.0)
+NEXT_LANE_M = 6.0  # |dy| from SAME_LANE_M up to this: the lane line beside the ego's (4 m lanes)
 HAZARD_AHEAD_M = 60.0
 
 
@@ -109,15 +110,54 @@ def lead_vehicle(x0: float, y0: float, yaw0: float, vehicles: np.ndarray) -> tup
     return best
 
 
-def log_lead(log: EpisodeLog, i: int) -> tuple[float, float]:
-    """`lead_vehicle` at step `i` of a recorded episode."""
-    e = log.ego[i]
+def beside_vehicles(x0: float, y0: float, yaw0: float, vehicles: np.ndarray) -> np.ndarray:
+    """The nearest vehicles in the lane lines beside the ego's, as a tracker reports them:
+    (2, 4) rows for the left and the right line, each [gap ahead m, that car's speed m/s,
+    gap behind m, that car's speed m/s]; a gap is infinite (and its speed NaN) when no car
+    is there. A line beside is |dy| from SAME_LANE_M to NEXT_LANE_M in the ego frame, heading
+    the ego's way; gaps are centre to centre along the ego's heading, so a car alongside
+    has a gap near 0 (ahead when its centre is ahead). `vehicles`: (M, 4) [x, y, yaw,
+    speed] in odom. The data sets, the simulated bags and the closed loop take it from here."""
+    out = np.tile([np.inf, np.nan, np.inf, np.nan], (2, 1))
+    for x, y, yaw, speed in np.asarray(vehicles, dtype=np.float64).reshape(-1, 4):
+        dx, dy = (float(v) for v in to_ego_frame(np.array([x, y]), x0, y0, yaw0))
+        if not SAME_LANE_M <= abs(dy) < NEXT_LANE_M:
+            continue
+        if abs(float(wrap_angle(yaw - yaw0))) >= SAME_HEADING_RAD:
+            continue
+        side, col = (0 if dy > 0 else 1), (0 if dx >= 0 else 2)
+        if abs(dx) < out[side, col]:
+            out[side, col : col + 2] = (abs(dx), speed)
+    return out
+
+
+def _log_vehicles(log: EpisodeLog, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ego row, (M, 4) [x, y, yaw, speed] of the vehicles present) at step `i`."""
     rows = [
         log.boxes[i, j][[BOX_X, BOX_Y, BOX_YAW, BOX_SPEED]]
         for j in np.flatnonzero(log.present[i])
         if log.box_static[j].kind == KIND_VEHICLE
     ]
-    return lead_vehicle(e[EGO_X], e[EGO_Y], e[EGO_YAW], np.reshape(rows, (-1, 4)))
+    return log.ego[i], np.reshape(rows, (-1, 4))
+
+
+def log_lead(log: EpisodeLog, i: int) -> tuple[float, float]:
+    """`lead_vehicle` at step `i` of a recorded episode."""
+    e, vehicles = _log_vehicles(log, i)
+    return lead_vehicle(e[EGO_X], e[EGO_Y], e[EGO_YAW], vehicles)
+
+
+def log_beside(log: EpisodeLog, i: int) -> np.ndarray:
+    """`beside_vehicles` at step `i` of a recorded episode."""
+    e, vehicles = _log_vehicles(log, i)
+    return beside_vehicles(e[EGO_X], e[EGO_Y], e[EGO_YAW], vehicles)
+
+
+def log_lanes_beside(log: EpisodeLog, i: int) -> np.ndarray:
+    """(2, 5) the lanes beside at step `i` as the planner reads them (bags/beside.py): per
+    side the map's lane count (`RoadMap.lanes_beside`), then `log_beside`'s cars."""
+    lanes = np.asarray(log.road.lanes_beside(log.ego_lane[i]), dtype=np.float64)
+    return np.concatenate([lanes[:, None], log_beside(log, i)], axis=1)
 
 
 def _interp_ego(log: EpisodeLog, t: np.ndarray, col: int) -> np.ndarray:

@@ -51,11 +51,26 @@ class RoadMap:
     def lanes_beside(self, lane_index: tuple[str, str, int]) -> tuple[float, float]:
         """(lanes to the driver's left, lanes to the right) of the lane `lane_index` on its
         road; (NaN, NaN) for a road the map does not know."""
-        counts = {(a, b): n for a, b, n in self.roads}
-        count = counts.get((lane_index[0], lane_index[1]))
-        if count is None:
-            return (float("nan"), float("nan"))
-        return (float(lane_index[2]), float(count - 1 - lane_index[2]))
+        return lanes_beside(self.roads, lane_index)
+
+
+def network_roads(network: Any) -> tuple[tuple[str, str, int], ...]:
+    """("from", "to", number of lanes) of every road of a highway-env RoadNetwork."""
+    return tuple(
+        (a, b, len(lanes)) for a, ends in network.graph.items() for b, lanes in ends.items()
+    )
+
+
+def lanes_beside(
+    roads: tuple[tuple[str, str, int], ...], lane_index: tuple[str, str, int]
+) -> tuple[float, float]:
+    """(lanes to the driver's left, lanes to the right) of the lane `lane_index` (lane id 0
+    is the leftmost) on its road among `roads`; (NaN, NaN) for a road not among them."""
+    counts = {(a, b): n for a, b, n in roads}
+    count = counts.get((lane_index[0], lane_index[1]))
+    if count is None:
+        return (float("nan"), float("nan"))
+    return (float(lane_index[2]), float(count - 1 - lane_index[2]))
 
 
 def _sample_lane(lane: Any) -> LaneGeom:
@@ -74,10 +89,8 @@ def _sample_lane(lane: Any) -> LaneGeom:
 
 def road_map_from_network(network: Any) -> RoadMap:
     """Sample every lane of a highway-env RoadNetwork."""
-    roads = tuple(
-        (a, b, len(lanes)) for a, ends in network.graph.items() for b, lanes in ends.items()
-    )
-    return RoadMap(lanes=tuple(_sample_lane(lane) for lane in network.lanes_list()), roads=roads)
+    lanes = tuple(_sample_lane(lane) for lane in network.lanes_list())
+    return RoadMap(lanes=lanes, roads=network_roads(network))
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:

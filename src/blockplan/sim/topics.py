@@ -1,8 +1,8 @@
 """Topic names, message types and frame ids of the bags `blockplan simulate` writes.
 
 The replay reads these names to find the cameras, odometry and the ground truth it scores
-itself against. Camera, odometry, route-command, lane-pose and lead-vehicle topics are the
-planner's inputs
+itself against. Camera, odometry, route-command, lane-pose, lead-vehicle and lanes-beside
+topics are the planner's inputs
 (docs/DESIGN.md §4); the ground truth lives under /ground_truth so a replay never mistakes it for
 an input.
 """
@@ -20,6 +20,9 @@ LANE_POSE_TOPIC = "/localization/lane_pose"
 # nav_msgs/msg/Odometry of the car ahead in the ego's lane in base_link (gap, its speed;
 # an infinite gap when none), every step (20 Hz): what a tracker or an ACC radar reports
 LEAD_TOPIC = "/perception/lead_vehicle"
+# std_msgs/msg/Float64MultiArray, per side: the map's lane count and the tracker's nearest
+# cars ahead and behind in the lane line beside (bags/beside.py), every step (20 Hz)
+BESIDE_TOPIC = "/perception/lanes_beside"
 GT_PATH_TOPIC = "/ground_truth/future_path"  # nav_msgs/msg/Path: 20 points at 4 Hz, base_link@t0
 GT_LABELS_TOPIC = "/ground_truth/labels"  # std_msgs/msg/String: JSON label (see sim/bag.py)
 
@@ -33,6 +36,7 @@ TOPIC_TYPES: dict[str, str] = {
     ROUTE_COMMAND_TOPIC: "std_msgs/msg/String",
     LANE_POSE_TOPIC: "geometry_msgs/msg/PoseStamped",
     LEAD_TOPIC: "nav_msgs/msg/Odometry",
+    BESIDE_TOPIC: "std_msgs/msg/Float64MultiArray",
     GT_PATH_TOPIC: "nav_msgs/msg/Path",
     GT_LABELS_TOPIC: "std_msgs/msg/String",
 }

@@ -6,7 +6,9 @@
   with `lane_pose`, it also reads the lane pose at t0 (what a model trained with
   `--ego-lane-pose` gets besides the images), the fair bar for such a model; with `lead`,
   also the car ahead (gap, speed), the same inputs an encoder with `lead` gets
-  (`model.ego.lead_inputs`), the fair bar for a model trained with `--ego-lead`.
+  (`model.ego.lead_inputs`), the fair bar for a model trained with `--ego-lead`; with
+  `beside`, also the lanes beside as `model.ego.beside_inputs` reads them, the bar for a
+  model trained with `--ego-beside`.
 
 `EgoMLPPlanner` drives with the ego-status MLP in closed loop (`blockplan closed-loop
 --policies ego_mlp --data DATA`): the runtime's observation goes through the same history
@@ -24,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from blockplan.model.ego import lead_inputs
+from blockplan.model.ego import beside_inputs, lead_inputs
 from blockplan.runtime.planner import baseline_plan
 from blockplan.schema import ego_history_array
 from blockplan.schema.spec import DrivingSchema
@@ -53,14 +55,19 @@ def constant_velocity(data: Examples) -> np.ndarray:
 
 
 def ego_features(
-    data: Examples, num_commands: int, lane_pose: bool = False, lead: bool = False
+    data: Examples,
+    num_commands: int,
+    lane_pose: bool = False,
+    lead: bool = False,
+    beside: bool = False,
 ) -> np.ndarray:
     """(N, F): the flattened ego history and a one-hot route command; with `lane_pose`, the
-    lane pose too (zeros where unknown) and a known flag; with `lead`, the car ahead as the
-    ego encoder reads it."""
+    lane pose too (zeros where unknown) and a known flag; with `lead`, the car ahead, with
+    `beside` the lanes beside, as the ego encoder reads them."""
     pose = data.lane_pose if lane_pose else None
     ahead = data.lead if lead else None
-    return ego_feature_rows(data.ego_history, data.command, num_commands, pose, ahead)
+    lanes = data.beside if beside else None
+    return ego_feature_rows(data.ego_history, data.command, num_commands, pose, ahead, lanes)
 
 
 def ego_feature_rows(
@@ -69,6 +76,7 @@ def ego_feature_rows(
     num_commands: int,
     lane_pose: np.ndarray | None = None,  # (N, 2), NaN where unknown
     lead: np.ndarray | None = None,  # (N, 2) gap (inf: none), speed; NaN gap where unknown
+    beside: np.ndarray | None = None,  # (N, 2, 5) lanes beside; NaN where unknown
 ) -> np.ndarray:
     """`ego_features` of arrays: what a data set sample and a runtime observation share."""
     parts = [history.reshape(len(history), -1), np.eye(num_commands)[command]]
@@ -78,6 +86,9 @@ def ego_feature_rows(
     if lead is not None:
         ahead = torch.from_numpy(np.asarray(lead, dtype=np.float64))
         parts.append(lead_inputs(ahead, (len(history),)).numpy())
+    if beside is not None:
+        lanes = torch.from_numpy(np.asarray(beside, dtype=np.float64))
+        parts.append(beside_inputs(lanes, (len(history),)).numpy())
     return np.concatenate(parts, axis=-1)
 
 
@@ -91,6 +102,7 @@ class EgoMLP:
     num_commands: int
     lane_pose: bool = False
     lead: bool = False
+    beside: bool = False
 
     @classmethod
     def fit(
@@ -103,15 +115,16 @@ class EgoMLP:
         seed: int = 0,
         lane_pose: bool = False,
         lead: bool = False,
+        beside: bool = False,
     ) -> EgoMLP:
         """Full-batch AdamW on the L2 loss of the waypoints of `data`."""
-        x = ego_features(data, num_commands, lane_pose, lead)
+        x = ego_features(data, num_commands, lane_pose, lead, beside)
         net, mean, std = fit_waypoint_mlp(x, data.future_xy, hidden, steps, lr, seed)
-        return cls(net, mean, std, num_commands, lane_pose, lead)
+        return cls(net, mean, std, num_commands, lane_pose, lead, beside)
 
     def predict(self, data: Examples) -> np.ndarray:
         """(N, 5, 2) waypoints."""
-        x = ego_features(data, self.num_commands, self.lane_pose, self.lead)
+        x = ego_features(data, self.num_commands, self.lane_pose, self.lead, self.beside)
         return self.predict_features(x)
 
     @torch.no_grad()
@@ -176,6 +189,7 @@ class EgoMLPPlanner:
         # `--ego-lane-pose` does (the runtime hands it over only to planners that read it)
         self.reads_lane_pose = mlp.lane_pose
         self.reads_lead = mlp.lead
+        self.reads_beside = mlp.beside
 
     @classmethod
     def fit(
@@ -185,6 +199,7 @@ class EgoMLPPlanner:
         steps: int = 2000,
         lane_pose: bool = False,
         lead: bool = False,
+        beside: bool = False,
     ) -> EgoMLPPlanner:
         """Fitted on the train split of a `blockplan dataset` folder, with `recipe`'s history
         rows (the model's: `blockplan eval` fits the same MLPs for its `ego_mlp` and
@@ -192,7 +207,7 @@ class EgoMLPPlanner:
         from blockplan.train.examples import load_shards
 
         train = load_shards(data_dir, "train", recipe, with_images=False)
-        return cls.fit_examples(train, recipe.schema, steps, lane_pose, lead)
+        return cls.fit_examples(train, recipe.schema, steps, lane_pose, lead, beside)
 
     @classmethod
     def fit_examples(
@@ -202,10 +217,13 @@ class EgoMLPPlanner:
         steps: int = 2000,
         lane_pose: bool = False,
         lead: bool = False,
+        beside: bool = False,
     ) -> EgoMLPPlanner:
         """Fitted on already-loaded examples (encoded with `schema`'s history rows)."""
         commands = len(schema.route_commands)
-        mlp = EgoMLP.fit(train, commands, steps=steps, lane_pose=lane_pose, lead=lead)
+        mlp = EgoMLP.fit(
+            train, commands, steps=steps, lane_pose=lane_pose, lead=lead, beside=beside
+        )
         return cls(mlp, schema)
 
     def features(self, observation: Observation) -> np.ndarray:
@@ -224,13 +242,21 @@ class EgoMLPPlanner:
         ahead = None
         if self.mlp.lead:  # likewise the car ahead
             ahead = np.array([observation.lead or (np.nan, np.nan)], dtype=np.float64)
-        return ego_feature_rows(history[None], index, self.mlp.num_commands, pose, ahead)
+        lanes = None
+        if self.mlp.beside:  # and the lanes beside
+            known = observation.beside is not None
+            lanes = np.asarray(observation.beside if known else np.full((2, 5), np.nan))[None]
+        return ego_feature_rows(history[None], index, self.mlp.num_commands, pose, ahead, lanes)
 
     def plan(self, observation: Observation) -> Plan:
         waypoints = self.mlp.predict_features(self.features(observation))[0]  # (5, 2)
         reads = [
             name
-            for name, on in (("lane pose", self.reads_lane_pose), ("lead", self.reads_lead))
+            for name, on in (
+                ("lane pose", self.reads_lane_pose),
+                ("lead", self.reads_lead),
+                ("lanes beside", self.reads_beside),
+            )
             if on
         ]
         extra = f" ({', '.join(reads)})" if reads else ""

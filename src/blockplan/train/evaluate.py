@@ -62,8 +62,16 @@ METHODS = ("model", "rollouts_n4", "constant_velocity", "ego_mlp")
 # and the ground-truth waypoints themselves through the same JMT upsampling (the floor of the
 # protocol's ADE, and how often the expert's own plan passes the validity gates).
 # The ego-status MLP that also reads the lane pose: the bar for a model that does; and the
-# one that also reads the car ahead (`ego_mlp_lead`): the bar for a model that reads both.
-EXTRA = ("rollouts_n4_plain_mean", "expert_waypoints", "ego_mlp_lane_pose", "ego_mlp_lead")
+# one that also reads the car ahead (`ego_mlp_lead`): the bar for a model that reads both;
+# and the one that reads the lanes beside as well (`ego_mlp_beside`; data sets written before
+# they were recorded give it none, and it is `ego_mlp_lead` again).
+EXTRA = (
+    "rollouts_n4_plain_mean",
+    "expert_waypoints",
+    "ego_mlp_lane_pose",
+    "ego_mlp_lead",
+    "ego_mlp_beside",
+)
 GATES = GateConfig()  # the shipped hard limits: `gate_pass_rate` is what the runtime publishes
 COMFORT = ComfortConfig()  # the shipped comfort limits (reported, never a fallback)
 OUTPUT = TrajectoryOutputConfig()  # the published path's fit (waypoint tolerance)
@@ -211,6 +219,9 @@ def evaluate(
     log.info("ego MLP fitted on %d samples in %.1f s", len(train), time.perf_counter() - t_fit)
     mlp_lane = EgoMLP.fit(train, num_commands, steps=mlp_steps, lane_pose=True)
     mlp_lead = EgoMLP.fit(train, num_commands, steps=mlp_steps, lane_pose=True, lead=True)
+    mlp_beside = EgoMLP.fit(
+        train, num_commands, steps=mlp_steps, lane_pose=True, lead=True, beside=True
+    )
     other_seeds = [
         EgoMLP.fit(train, num_commands, steps=mlp_steps, seed=seed).predict(test)
         for seed in range(1, mlp_seeds)
@@ -226,6 +237,7 @@ def evaluate(
         "ego_mlp": mlp.predict(test),
         "ego_mlp_lane_pose": mlp_lane.predict(test),
         "ego_mlp_lead": mlp_lead.predict(test),
+        "ego_mlp_beside": mlp_beside.predict(test),
     }
     tallies = {m: Tally() for m in METHODS + EXTRA}
     expert = tallies["expert_waypoints"]

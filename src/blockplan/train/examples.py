@@ -50,6 +50,9 @@ class Examples(torch.utils.data.Dataset):
     # (N, 2) float32 gap (m) to the nearest car ahead in the ego's lane and its speed (m/s);
     # gap inf: no such car, NaN: unknown (data recorded before the gap was)
     lead: np.ndarray
+    # (N, 2, 5) float32 the lanes beside, per side: lanes, gap and speed of the car ahead and
+    # of the car behind in that lane line (sim/dataset.py `shard_beside`); NaN: unknown
+    beside: np.ndarray
 
     def __len__(self) -> int:
         return int(self.prompt_ids.shape[0])
@@ -167,7 +170,7 @@ def load_shards(
     """Every sample of `split` of a simulator data set, encoded against `recipe`, in manifest
     order (`with_images=False`: (N, 0, 1, 1, 3) image placeholders, for the baselines;
     `manifest`: the already-read manifest, so a caller sees one consistent episode list)."""
-    from blockplan.sim.dataset import load_shard, sample_answer, sample_observation
+    from blockplan.sim.dataset import load_shard, sample_answer, sample_observation, shard_beside
 
     root = Path(root)
     manifest = manifest or read_manifest(root)
@@ -190,6 +193,7 @@ def load_shards(
         unknown = np.full((shard["stamp_ns"].shape[0], 2), np.nan, np.float32)
         lane_pose = shard["lane_pose"].astype(np.float32) if "lane_pose" in shard else unknown
         lead = shard["lead"].astype(np.float32) if "lead" in shard else unknown
+        beside = shard_beside(shard)
         for i in range(shard["stamp_ns"].shape[0]):
             obs = sample_observation(shard, i)
             images = shard["images"][i][order]  # (K, T, H', W', 3) in the model's order
@@ -209,6 +213,7 @@ def load_shards(
                     "stamp_ns": np.asarray(obs.stamp_ns, dtype=np.int64),
                     "lane_pose": lane_pose[i],
                     "lead": lead[i],
+                    "beside": beside[i],
                 }
             )
     return _collect(rows)
@@ -265,6 +270,7 @@ def load_fastddrive(path: str | Path, recipe: Recipe, history_period_s: float = 
                 "stamp_ns": np.asarray(int(raw.get("stamp_ns", 0)), dtype=np.int64),
                 "lane_pose": np.full(2, np.nan, np.float32),
                 "lead": np.full(2, np.nan, np.float32),
+                "beside": np.full((2, 5), np.nan, np.float32),
             }
         )
     return _collect(rows)

@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from blockplan.decoding.ngrams import draft_files, text_sections
 from blockplan.errors import UserError
-from blockplan.model.ego import LANE_INPUTS, LEAD_INPUTS, NUM_COLUMNS
+from blockplan.model.ego import BESIDE_INPUTS, LANE_INPUTS, LEAD_INPUTS, NUM_COLUMNS
 from blockplan.model.planner_model import PlannerModel
 from blockplan.model.vision import resample_cells
 from blockplan.train.checkpoint import MODEL_DIR, load_checkpoint, save_checkpoint
@@ -83,6 +83,9 @@ class TrainConfig:
     # Share of samples whose car ahead an ego encoder that reads it sees as unknown (so the
     # model also plans without a tracker); drawn per sample from the step's stream.
     lead_dropout: float = 0.1
+    # Share of samples whose lane count beside, and apart from it whose cars beside, an ego
+    # encoder that reads the lanes beside sees as unknown (no map, no tracker).
+    beside_dropout: float = 0.1
     # Weight of the training-only lead probe's loss (the gap to the car ahead in the lane,
     # read from the visual tokens; 0 = no probe; train/probe.py).
     lead_weight: float = 0.0
@@ -111,7 +114,7 @@ class TrainConfig:
             raise TrainError(f"lane_pose_weight={self.lane_pose_weight} must be >= 0")
         if not self.lead_weight >= 0:
             raise TrainError(f"lead_weight={self.lead_weight} must be >= 0")
-        for name in ("lane_pose_dropout", "lead_dropout"):
+        for name in ("lane_pose_dropout", "lead_dropout", "beside_dropout"):
             if not 0 <= getattr(self, name) <= 1:
                 raise TrainError(f"{name}={getattr(self, name)} must be in [0, 1]")
         if not 0 <= self.scene_teacher_share <= 1:
@@ -260,6 +263,13 @@ class Trainer:
                 "sets written by `blockplan dataset` before the gap was recorded: regenerate "
                 "them)"
             )
+        self.beside_input = encoder is not None and encoder.beside
+        if self.beside_input and not np.isfinite(train_set.beside[:, :, 0]).any():
+            raise TrainError(
+                "ego_beside but no training sample records the lanes beside (data sets "
+                "written by `blockplan dataset` before `lanes_beside` and `beside`: regenerate "
+                "them)"
+            )
         for needed, what in ((probe, "lane_pose_weight > 0"), (self.lane_input, "ego_lane_pose")):
             if needed and not np.isfinite(train_set.lane_pose).all(axis=1).any():
                 raise TrainError(
@@ -358,7 +368,7 @@ class Trainer:
         # start a run whose encoder reads it: those inputs (after the history rows, in this
         # order) start at zero weight, the same way. (A folder that reads the scene but not
         # the lane pose cannot: the lane inputs come first.) A folder that reads the car
-        # ahead keeps its lead inputs last: the new ones go in before them.
+        # ahead or the lanes beside keeps those inputs last: the new ones go in before them.
         for name, width in (("lane_pose", LANE_INPUTS), ("scene", mine.decoder.hidden_size)):
             if (
                 theirs is not None
@@ -369,7 +379,9 @@ class Trainer:
             ):
                 encoder = dataclasses.replace(mine.ego_encoder, **{name: False})
                 mine = dataclasses.replace(mine, ego_encoder=encoder)
-                after = LEAD_INPUTS if theirs.lead else 0
+                after = (LEAD_INPUTS if theirs.lead else 0) + (
+                    BESIDE_INPUTS if theirs.beside else 0
+                )
                 widened = zero_inputs(state[EGO_INPUT], width, before_last=after)
                 state = dict(state) | {EGO_INPUT: widened}
         # The car ahead comes after every other input, so any encoder folder without it
@@ -384,6 +396,18 @@ class Trainer:
                 mine, ego_encoder=dataclasses.replace(mine.ego_encoder, lead=False)
             )
             state = dict(state) | {EGO_INPUT: zero_inputs(state[EGO_INPUT], LEAD_INPUTS)}
+        # The lanes beside come after the car ahead: any encoder folder without them (whether
+        # it reads the car ahead or not) can start a run that reads them.
+        if (
+            theirs is not None
+            and mine.ego_encoder is not None
+            and mine.ego_encoder.beside
+            and not theirs.beside
+        ):
+            mine = dataclasses.replace(
+                mine, ego_encoder=dataclasses.replace(mine.ego_encoder, beside=False)
+            )
+            state = dict(state) | {EGO_INPUT: zero_inputs(state[EGO_INPUT], BESIDE_INPUTS)}
         if theirs is not None and mine.ego_encoder is not None:
             extra = mine.ego_encoder.rows - theirs.rows
             if extra > 0 and dataclasses.replace(mine.ego_encoder, rows=theirs.rows) == theirs:
@@ -514,6 +538,12 @@ class Trainer:
             ahead = data.lead[np.asarray(indices, dtype=np.int64)].astype(np.float64)
             ahead[rng.random(len(indices)) < self.config.lead_dropout] = np.nan
             batch["lead_input"] = torch.from_numpy(ahead)
+        if self.beside_input:  # after the lead draw: runs without it draw as before
+            lanes = data.beside[np.asarray(indices, dtype=np.int64)].astype(np.float64)
+            drop = rng.random((len(indices), 2)) < self.config.beside_dropout
+            lanes[drop[:, 0], :, 0] = np.nan  # the lane count (the map)
+            lanes[drop[:, 1], :, 1:] = np.nan  # the cars (the tracker)
+            batch["beside_input"] = torch.from_numpy(lanes)
         if teach and self.config.scene_teacher_share > 0:  # last: other runs draw as before
             told = rng.random(len(indices)) < self.config.scene_teacher_share
             batch["lead_told"] = torch.from_numpy(told)
