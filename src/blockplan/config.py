@@ -418,6 +418,34 @@ class GateConfig:
 
 
 @dataclass(frozen=True)
+class LaneGuardConfig:
+    """A check of each rollout against the lanes beside (/perception/lanes_beside: the
+    map's lane counts, the tracker's cars beside), where a report is at hand: a rollout that
+    moves more than `change_m` sideways out of the ego's lane (its lateral offset in the
+    lane frame at t0, from the lane pose when known) towards a side with no lane, or with a
+    car beside nearer than `clear_ahead_m` ahead or `clear_behind_m` behind, is dropped
+    from the average; a plan left with none is rejected like one that fails the gates.
+    The check only applies where the road is straight: the ego's yaw changed by at most
+    `straight_yaw_rad` over the last second and the rollout turns by at most `max_turn_rad`
+    (in a curve the lines beside are elsewhere, and a lane count says nothing of it). Calibrated so that the
+    simulator expert's own futures pass in >= 99.8 % of the samples of every scenario
+    (docs/BENCHMARKS.md "The lanes beside")."""
+
+    # Off by default: in closed loop it made the shipped greedy planner worse (a rejected
+    # lane change leaves the fallback holding a stale plan; docs/BENCHMARKS.md).
+    enabled: bool = False
+    change_m: float = signed(2.0, "> 0")  # half a 4 m lane: the ego's centre crosses the line
+    clear_ahead_m: float = signed(5.0, ">= 0")
+    clear_behind_m: float = signed(5.0, ">= 0")
+    max_turn_rad: float = signed(0.1, ">= 0")  # a lane change at speed turns by < 0.1 rad
+    straight_yaw_rad: float = signed(0.02, ">= 0")
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.enabled, bool), "lane_guard.enabled", self.enabled, "must be a bool")
+        _check_fields(self, "lane_guard")
+
+
+@dataclass(frozen=True)
 class ComfortConfig:
     """Comfort limits (Alpamayo's, docs/ALGORITHMS.md §9): a plan beyond them is still published;
     the excess is counted (`uncomfortable_plans`) and reported on /diagnostics and in the
@@ -552,6 +580,7 @@ class PlannerConfig:
     trajectory: TrajectoryOutputConfig = field(default_factory=TrajectoryOutputConfig)
     gates: GateConfig = field(default_factory=GateConfig)
     comfort: ComfortConfig = field(default_factory=ComfortConfig)
+    lane_guard: LaneGuardConfig = field(default_factory=LaneGuardConfig)
     fallback: FallbackConfig = field(default_factory=FallbackConfig)
     topics: TopicsConfig = field(default_factory=TopicsConfig)
     frames: FramesConfig = field(default_factory=FramesConfig)

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from blockplan.config import FrameWindowConfig, PlannerConfig
+from blockplan.config import FrameWindowConfig, LaneGuardConfig, PlannerConfig
 from blockplan.runtime import (
     ConstantVelocityPlanner,
     PlannerRuntime,
@@ -46,10 +46,15 @@ class Drive:
         return [self.step(**kw) for _ in range(n)]
 
 
-def _runtime(timing: str = "ideal", planner=None, policy: str = "degrade", **control):
+def _runtime(
+    timing: str = "ideal", planner=None, policy: str = "degrade", lane_guard=False, **control
+):
     config = PlannerConfig(
         frame_window=FrameWindowConfig(stale_camera_policy=policy),
         control=dataclasses.replace(PlannerConfig().control, **control),
+        lane_guard=lane_guard
+        if isinstance(lane_guard, LaneGuardConfig)
+        else LaneGuardConfig(enabled=lane_guard),
     )
     clock = VirtualClock(10**9)
     runtime = PlannerRuntime(
@@ -438,11 +443,41 @@ def test_the_lanes_beside_go_to_a_planner_that_reads_them_while_fresh() -> None:
     assert runtime.metrics()["requests_without_lead"] == 5  # it reads that too, never sent
 
 
-def test_a_planner_that_does_not_read_the_lanes_beside_is_not_given_them() -> None:
-    planner = InputsPlanner(lead=True)
-    runtime, drive = _runtime("ideal", planner=planner)
-    runtime.on_beside(drive.t + 100 * MS, np.full((2, 5), np.inf))
-    drive.step()
-    assert planner.seen[-1].beside is None
-    assert runtime.metrics()["requests_without_beside"] == 0
-    assert "blockplan: lanes beside" not in {s.name for s in runtime.diagnostics()}
+def test_a_planner_that_does_not_read_the_lanes_beside_gets_them_only_for_the_lane_guard():
+    """A model that does not read the lanes beside is not counted or reported without them;
+    the observation carries them while the lane guard (on by default) checks its plans."""
+    report = np.array([[1.0, np.inf, np.nan, np.inf, np.nan]] * 2)
+    for enabled in (True, False):
+        planner = InputsPlanner(lead=True)
+        runtime, drive = _runtime("ideal", planner=planner, lane_guard=enabled)
+        runtime.on_beside(drive.t + 100 * MS, report)
+        drive.step()
+        assert (planner.seen[-1].beside is not None) == enabled
+        assert runtime.metrics()["requests_without_beside"] == 0
+        assert "blockplan: lanes beside" not in {s.name for s in runtime.diagnostics()}
+
+
+class SwervingPlanner(ConstantVelocityPlanner):
+    """Four rollouts: three keep the lane, one changes to the left within 5 s."""
+
+    def plan(self, observation: Observation) -> Plan:
+        plan = super().plan(observation)
+        rollouts = np.repeat(plan.answer.waypoints[None], 4, axis=0)
+        rollouts[2, :, 1] += np.array([0.2, 0.8, 1.8, 3.0, 3.8])
+        return dataclasses.replace(plan, rollouts=rollouts)
+
+
+def test_the_lane_guard_drops_a_rollout_into_a_car_beside_in_the_loop() -> None:
+    # at the test's 5 m/s a lane change turns more than a highway's: the turn limit is raised
+    guard = LaneGuardConfig(enabled=True, max_turn_rad=0.5)
+    runtime, drive = _runtime("ideal", planner=SwervingPlanner(), lane_guard=guard)
+    drive.run(12)  # over a second of straight driving: the guard checks only a straight road
+    assert runtime.metrics()["guarded_rollouts"] == 0  # no report yet: nothing checked
+    alongside = np.array([[1.0, 1.5, SPEED, np.inf, np.nan], [0.0, np.inf, np.nan, np.inf, np.nan]])
+    runtime.on_beside(drive.t + 100 * MS, alongside)
+    out = drive.step()
+    assert not out.is_fallback and runtime.metrics()["guarded_rollouts"] == 1
+    assert abs(out.trajectory.y).max() < 1e-6  # the three that keep the lane
+    runtime.on_beside(drive.t + 100 * MS, np.array([[1.0, np.inf, 0, np.inf, 0]] * 2))
+    out = drive.step()  # the lane is free: all four are averaged
+    assert runtime.metrics()["guarded_rollouts"] == 1 and out.trajectory.y.max() > 0.5

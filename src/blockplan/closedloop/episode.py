@@ -150,7 +150,7 @@ class PlannerDriver:
             self.runtime.on_lane_pose(world.stamp_ns(), *world.lane_pose())
             if self.runtime.reads_lead:  # the tracker (only a model that reads it needs it)
                 self.runtime.on_lead(world.stamp_ns(), *world.lead())
-            if self.runtime.reads_beside:  # the map and the tracker likewise
+            if self.runtime.uses_beside:  # the map and the tracker (the model, the lane guard)
                 self.runtime.on_beside(world.stamp_ns(), world.beside())
             if i in self.frame_steps:
                 images = self.renderer.render(world.snapshot())

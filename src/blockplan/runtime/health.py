@@ -62,6 +62,7 @@ class Count(str, enum.Enum):
     PLANNER_ERRORS = "planner_errors"
     INVALID_PLANS = "invalid_plans"
     UNCOMFORTABLE_PLANS = "uncomfortable_plans"
+    GUARDED_ROLLOUTS = "guarded_rollouts"  # rollouts the lane guard dropped from accepted plans
     INVALID_INPUTS = "invalid_inputs"
     REQUESTS = "requests"
     REQUESTS_WITHOUT_LANE_POSE = "requests_without_lane_pose"

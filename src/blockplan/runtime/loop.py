@@ -100,6 +100,8 @@ class PlannerRuntime(RuntimeCore):
             limits.max_beside_age_s, limits.time_jump_s
         )
         self.reads_beside = bool(getattr(planner, "reads_beside", False))
+        # The lane guard checks every plan against them too, whatever the model reads.
+        self.uses_beside = self.reads_beside or config.lane_guard.enabled
         self.newest: AcceptedPlan | None = None
         self.last_output: TickOutput | None = None
         self._rejected: list[RejectedPlan] = []
@@ -302,6 +304,8 @@ class PlannerRuntime(RuntimeCore):
         self.newest = accepted
         self.fallback.remember(processed.trajectory, pose)
         self.health.count(Count.PLANS)
+        if processed.guarded:
+            self.health.count(Count.GUARDED_ROLLOUTS, processed.guarded)
         if not processed.comfort.ok:  # published all the same: reported, never rejected
             self.health.count(Count.UNCOMFORTABLE_PLANS)
             for check in processed.comfort.failed_checks:
@@ -358,7 +362,7 @@ class PlannerRuntime(RuntimeCore):
         )
         lane = self.lane_pose_at(snapshot.stamp_ns) if self.reads_lane_pose else None
         lead = self.lead_at(snapshot.stamp_ns) if self.reads_lead else None
-        beside = self.beside_at(snapshot.stamp_ns) if self.reads_beside else None
+        beside = self.beside_at(snapshot.stamp_ns) if self.uses_beside else None
         observation = Observation(snapshot.stamp_ns, frames, history, route, lane, lead, beside)
         self.health.count(Count.REQUESTS)
         if self.reads_lane_pose and lane is None:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from blockplan.config import ComfortConfig, GateConfig, TrajectoryOutputConfig
+from blockplan.config import ComfortConfig, GateConfig, LaneGuardConfig, TrajectoryOutputConfig
+from blockplan.runtime.lane_guard import guard_keeps
 from blockplan.runtime.planner import plan_rollouts
 from blockplan.trajectory import (
     GateReport,
@@ -139,6 +140,7 @@ class ProcessedPlan:
     spread: np.ndarray  # (P,)
     comfort: GateReport = field(default_factory=GateReport)
     protocol: Trajectory | None = None  # the WOD-E2E interpolation (metrics)
+    guarded: int = 0  # rollouts the lane guard dropped
 
 
 def plan_trajectory(
@@ -147,17 +149,31 @@ def plan_trajectory(
     gates: GateConfig,
     max_deviation_m: float = 0.0,
     comfort: ComfortConfig | None = None,
+    observation: Observation | None = None,
+    lane_guard: LaneGuardConfig | None = None,
 ) -> ProcessedPlan:
     """The trajectory, rollouts (N, P, 2) and spread (P,) of `plan`: each rollout fitted
-    (`smooth_upsample` within `output.waypoint_tolerance_m`), the rollouts that agree with the
-    consensus (`consensus_rollouts`, `max_deviation_m`) averaged, then gated against the hard limits and checked against the comfort
-    ones (`comfort`, default `ComfortConfig()`). `rollouts` holds all N; `spread` is over the
-    averaged ones. Raises InvalidPlanError naming the problem."""
+    (`smooth_upsample` within `output.waypoint_tolerance_m`); those the lane guard keeps
+    (`lane_guard` against `observation`'s lanes beside, runtime/lane_guard.py) and that
+    agree with their consensus (`consensus_rollouts`, `max_deviation_m`) averaged, then
+    gated against the hard limits and checked against the comfort ones (`comfort`, default
+    `ComfortConfig()`). `rollouts` holds all N; `spread` is over the averaged ones. Raises
+    InvalidPlanError naming the problem (no rollout left by the guard included)."""
     waypoints = plan_rollouts(plan)  # (N, 5, 2)
     sampling = dict(dt=output.dt, horizon_s=output.horizon_s, stamp_ns=plan.stamp_ns)
     try:
         fitted = [smooth_upsample(w, output.waypoint_tolerance_m, **sampling) for w in waypoints]
-        kept = consensus_rollouts(waypoints, max_deviation_m)
+        guard = lane_guard if lane_guard is not None else LaneGuardConfig(enabled=False)
+        allowed, why = guard_keeps(fitted, observation, guard)
+    except ValueError as e:
+        raise InvalidPlanError(f"plan at {plan.stamp_ns} ns: {e}") from e
+    if not allowed.any():
+        raise InvalidPlanError(
+            f"plan at {plan.stamp_ns} ns: the lane guard drops every rollout ({why})"
+        )
+    free = np.flatnonzero(allowed)
+    kept = [int(free[i]) for i in consensus_rollouts(waypoints[free], max_deviation_m)]
+    try:
         protocol = average_rollouts([upsample(waypoints[i], **sampling) for i in kept]).mean
     except ValueError as e:
         raise InvalidPlanError(f"plan at {plan.stamp_ns} ns: {e}") from e
@@ -168,4 +184,5 @@ def plan_trajectory(
         raise InvalidPlanError(f"plan at {plan.stamp_ns} ns fails the gates: {report.summary()}")
     rollouts = np.stack([t.xy for t in fitted])  # (N, P, 2)
     comfort_report = check_gates(trajectory, comfort if comfort is not None else ComfortConfig())
-    return ProcessedPlan(trajectory, rollouts, average.spread, comfort_report, protocol)
+    guarded = int((~allowed).sum())
+    return ProcessedPlan(trajectory, rollouts, average.spread, comfort_report, protocol, guarded)

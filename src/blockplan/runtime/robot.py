@@ -69,8 +69,9 @@ class RobotTick:
     events: tuple[str, ...] = ()
 
 
-def check_chunk(plan: ActionPlan) -> ActionPlan:
-    """The robot's post-processing: a chunk must be finite (H, D); else it is rejected."""
+def check_chunk(plan: ActionPlan, observation: object = None) -> ActionPlan:
+    """The robot's post-processing: a chunk must be finite (H, D); else it is rejected (the
+    observation it was planned from is not needed)."""
     actions = np.asarray(plan.actions)
     if actions.ndim != 2 or not np.all(np.isfinite(actions)):
         raise InvalidPlanError(f"action chunk {actions.shape} is not a finite (H, D) array")

@@ -15,7 +15,6 @@ never a crash of the control loop.
 from __future__ import annotations
 
 import enum
-import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -28,24 +27,31 @@ from blockplan.runtime.planner import RuntimePlanner
 from blockplan.runtime.plans import InvalidPlanError, ProcessedPlan, plan_trajectory
 from blockplan.types import Observation, Plan
 
-# Turns a finished plan into what the loop publishes; raises InvalidPlanError to reject it.
-Postprocess = Callable[[Plan], ProcessedPlan | None]
+# Turns a finished plan (and the observation it was planned from) into what the loop
+# publishes; raises InvalidPlanError to reject it.
+Postprocess = Callable[[Plan, Observation], ProcessedPlan | None]
 
 
-def _no_postprocess(plan: Plan) -> None:
+def _no_postprocess(plan: Plan, observation: Observation) -> None:
     return None
 
 
 def plan_postprocess(config: PlannerConfig) -> Postprocess:
     """The runtime's post-processing of a plan under `config`: `plan_trajectory` with its
-    trajectory output, gates, rollout consensus and comfort limits."""
-    return functools.partial(
-        plan_trajectory,
-        output=config.trajectory,
-        gates=config.gates,
-        max_deviation_m=config.rollouts.max_deviation_m,
-        comfort=config.comfort,
-    )
+    trajectory output, gates, rollout consensus, comfort limits and lane guard."""
+
+    def postprocess(plan: Plan, observation: Observation) -> ProcessedPlan:
+        return plan_trajectory(
+            plan,
+            output=config.trajectory,
+            gates=config.gates,
+            max_deviation_m=config.rollouts.max_deviation_m,
+            comfort=config.comfort,
+            observation=observation,
+            lane_guard=config.lane_guard,
+        )
+
+    return postprocess
 
 
 log = logging.getLogger(__name__)
@@ -96,7 +102,7 @@ def _run(
     error: str | None = None
     try:
         plan = planner.plan(request.observation)
-        processed = postprocess(plan)
+        processed = postprocess(plan, request.observation)
     except InvalidPlanError as e:
         error_kind, error = ErrorKind.INVALID_PLAN, str(e)
     except Exception as e:  # the loop must keep its rate: report, count, fall back
