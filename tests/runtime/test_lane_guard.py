@@ -7,33 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blockplan.config import LaneGuardConfig, TrajectoryOutputConfig
+from blockplan.config import GateConfig, LaneGuardConfig, TrajectoryOutputConfig
 from blockplan.runtime import InvalidPlanError, plan_trajectory
 from blockplan.runtime.lane_guard import closed_sides, guard_keeps, yaw_change_1s
-from blockplan.types import (
-    CRITICAL_OBJECT_KEYS,
-    DrivingAnswer,
-    EgoState,
-    Lateral,
-    Longitudinal,
-    Observation,
-    Plan,
-)
+from blockplan.types import EgoState, Observation
+from tests.runtime.test_plans import _plan
 
 INF, NAN = float("inf"), float("nan")
 GUARD = LaneGuardConfig(enabled=True)  # off by default
 OPEN = [[1.0, INF, NAN, INF, NAN], [1.0, INF, NAN, INF, NAN]]  # a lane each side, no cars
-
-
-def _plan(rollouts: np.ndarray) -> Plan:
-    answer = DrivingAnswer(
-        critical_objects=dict.fromkeys(CRITICAL_OBJECT_KEYS, False),
-        explanation="test",
-        longitudinal=Longitudinal.KEEP,
-        lateral=Lateral.LANE_FOLLOW,
-        waypoints=rollouts[0],
-    )
-    return Plan(stamp_ns=10**9, answer=answer, rollouts=rollouts)
 
 
 def _rollouts(*lateral_m: float) -> np.ndarray:
@@ -54,14 +36,8 @@ def _observation(beside, lane_pose=None, yaw_1s_ago: float = 0.0) -> Observation
 
 def _process(rollouts, observation, guard=GUARD):
     return plan_trajectory(
-        _plan(rollouts), TrajectoryOutputConfig(), _gates(), 0.0, None, observation, guard
+        _plan(rollouts), TrajectoryOutputConfig(), GateConfig(), 0.0, None, observation, guard
     )
-
-
-def _gates():
-    from blockplan.config import GateConfig
-
-    return GateConfig()
 
 
 def test_a_rollout_into_a_car_beside_is_dropped_and_the_rest_averaged():

@@ -466,7 +466,9 @@ def test_an_encoder_that_reads_the_lanes_beside_starts_from_one_that_reads_the_l
     first plans exactly as the folder did; training moves them, a resumed run is the
     straight run, the folder records the setting, and --beside-dropout hides the lane count
     and, apart from it, the cars for its share of samples."""
-    from blockplan.model.ego import BESIDE_INPUTS
+    import torch
+
+    from blockplan.model.ego import BESIDE_INPUTS, LEAD_INPUTS
 
     lead = Recipe.build(
         "test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_lane_pose=True, ego_lead=True
@@ -494,6 +496,21 @@ def test_an_encoder_that_reads_the_lanes_beside_starts_from_one_that_reads_the_l
     )
     _straight_then_resumed(beside, train, val, config, tmp_path)
     assert load_pretrained(tmp_path / "b" / "best").config.ego_encoder.beside
+
+    # A folder that reads the lanes beside but not the car ahead, and a run that adds it:
+    # the lead inputs go in before the lanes beside's, which stay last.
+    no_lead = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_beside=True)
+    first = Trainer(no_lead, train, tmp_path / "nl", TrainConfig(steps=1, batch_size=2, seed=6))
+    torch.nn.init.normal_(first.model.ego_encoder.net[0].weight, std=0.5)
+    folder = first.model.save_pretrained(tmp_path / "nlm", no_lead.tokenizer.to_str())
+    both = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_lead=True, ego_beside=True)
+    target = Trainer(both, train, tmp_path / "both", config, progress=False)
+    target.init_from(folder)
+    w_both = target.model.state_dict()["ego_encoder.net.0.weight"]
+    w_first = first.model.state_dict()["ego_encoder.net.0.weight"]
+    torch.testing.assert_close(w_both[:, -BESIDE_INPUTS:], w_first[:, -BESIDE_INPUTS:])
+    lead_columns = w_both[:, -BESIDE_INPUTS - LEAD_INPUTS : -BESIDE_INPUTS]
+    assert torch.count_nonzero(lead_columns) == 0
 
     every = list(range(len(train)))
     for dropout, hidden in ((0.0, 0), (1.0, len(every))):

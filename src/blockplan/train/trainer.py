@@ -384,30 +384,21 @@ class Trainer:
                 )
                 widened = zero_inputs(state[EGO_INPUT], width, before_last=after)
                 state = dict(state) | {EGO_INPUT: widened}
-        # The car ahead comes after every other input, so any encoder folder without it
-        # can start a run that reads it.
-        if (
-            theirs is not None
-            and mine.ego_encoder is not None
-            and mine.ego_encoder.lead
-            and not theirs.lead
-        ):
-            mine = dataclasses.replace(
-                mine, ego_encoder=dataclasses.replace(mine.ego_encoder, lead=False)
-            )
-            state = dict(state) | {EGO_INPUT: zero_inputs(state[EGO_INPUT], LEAD_INPUTS)}
-        # The lanes beside come after the car ahead: any encoder folder without them (whether
-        # it reads the car ahead or not) can start a run that reads them.
-        if (
-            theirs is not None
-            and mine.ego_encoder is not None
-            and mine.ego_encoder.beside
-            and not theirs.beside
-        ):
-            mine = dataclasses.replace(
-                mine, ego_encoder=dataclasses.replace(mine.ego_encoder, beside=False)
-            )
-            state = dict(state) | {EGO_INPUT: zero_inputs(state[EGO_INPUT], BESIDE_INPUTS)}
+        # The car ahead, then the lanes beside, come after every other input, so any encoder
+        # folder without them can start a run that reads them: the car ahead's inputs go in
+        # before the lanes beside where the folder already reads those.
+        for name, width in (("lead", LEAD_INPUTS), ("beside", BESIDE_INPUTS)):
+            if (
+                theirs is not None
+                and mine.ego_encoder is not None
+                and getattr(mine.ego_encoder, name)
+                and not getattr(theirs, name)
+            ):
+                encoder = dataclasses.replace(mine.ego_encoder, **{name: False})
+                mine = dataclasses.replace(mine, ego_encoder=encoder)
+                after = BESIDE_INPUTS if name == "lead" and theirs.beside else 0
+                widened = zero_inputs(state[EGO_INPUT], width, before_last=after)
+                state = dict(state) | {EGO_INPUT: widened}
         if theirs is not None and mine.ego_encoder is not None:
             extra = mine.ego_encoder.rows - theirs.rows
             if extra > 0 and dataclasses.replace(mine.ego_encoder, rows=theirs.rows) == theirs:
