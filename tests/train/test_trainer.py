@@ -359,6 +359,24 @@ def _new_inputs_start_silent_then_train(source, target, folder, train, batch_key
     assert torch.count_nonzero(weight[:, -count:]) > 0
 
 
+def _new_inputs_go_before_the_last(source_recipe, recipe, train, config, where, last, new):
+    """A folder of `source_recipe` (random encoder weights) starts a `recipe` run whose `new`
+    inputs go in before the folder's `last` ones: those keep their weights, the new ones
+    start at zero. Returns (the folder's trainer, the new run's)."""
+    import torch
+
+    first = Trainer(source_recipe, train, where / "s", TrainConfig(steps=1, batch_size=2, seed=6))
+    torch.nn.init.normal_(first.model.ego_encoder.net[0].weight, std=0.5)
+    folder = first.model.save_pretrained(where / "m", source_recipe.tokenizer.to_str())
+    target = Trainer(recipe, train, where / "t", config, progress=False)
+    target.init_from(folder)
+    mine = target.model.state_dict()["ego_encoder.net.0.weight"]
+    theirs = first.model.state_dict()["ego_encoder.net.0.weight"]
+    torch.testing.assert_close(mine[:, -last:], theirs[:, -last:])
+    assert torch.count_nonzero(mine[:, -last - new : -last]) == 0
+    return first, target
+
+
 def test_an_encoder_that_reads_the_lane_pose_starts_from_one_that_does_not_and_trains(
     dataset_dir, tmp_path
 ):
@@ -430,15 +448,9 @@ def test_an_encoder_that_reads_the_car_ahead_starts_from_one_that_does_not_and_t
     # A folder that already reads the car ahead, and a run that adds the lane pose: the lane
     # inputs go in before the lead's, which stay last, and the model starts where it was.
     lead_only = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_lead=True)
-    first = Trainer(lead_only, train, tmp_path / "l", TrainConfig(steps=1, batch_size=2, seed=6))
-    torch.nn.init.normal_(first.model.ego_encoder.net[0].weight, std=0.5)
-    folder = first.model.save_pretrained(tmp_path / "lm", lead_only.tokenizer.to_str())
-    both = Trainer(lead, train, tmp_path / "both", config, progress=False)
-    both.init_from(folder)
-    w_both = both.model.state_dict()["ego_encoder.net.0.weight"]
-    w_first = first.model.state_dict()["ego_encoder.net.0.weight"]
-    torch.testing.assert_close(w_both[:, -LEAD_INPUTS:], w_first[:, -LEAD_INPUTS:])
-    assert torch.count_nonzero(w_both[:, -LEAD_INPUTS - 3 : -LEAD_INPUTS]) == 0
+    first, both = _new_inputs_go_before_the_last(
+        lead_only, lead, train, config, tmp_path / "l", LEAD_INPUTS, 3
+    )
     batch = dict(both.inputs(train, [0, 1], np.random.default_rng(0)))
     with torch.no_grad():
         mine = both.module(**batch)["loss"]
@@ -466,7 +478,6 @@ def test_an_encoder_that_reads_the_lanes_beside_starts_from_one_that_reads_the_l
     first plans exactly as the folder did; training moves them, a resumed run is the
     straight run, the folder records the setting, and --beside-dropout hides the lane count
     and, apart from it, the cars for its share of samples."""
-    import torch
 
     from blockplan.model.ego import BESIDE_INPUTS, LEAD_INPUTS
 
@@ -500,17 +511,10 @@ def test_an_encoder_that_reads_the_lanes_beside_starts_from_one_that_reads_the_l
     # A folder that reads the lanes beside but not the car ahead, and a run that adds it:
     # the lead inputs go in before the lanes beside's, which stay last.
     no_lead = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_beside=True)
-    first = Trainer(no_lead, train, tmp_path / "nl", TrainConfig(steps=1, batch_size=2, seed=6))
-    torch.nn.init.normal_(first.model.ego_encoder.net[0].weight, std=0.5)
-    folder = first.model.save_pretrained(tmp_path / "nlm", no_lead.tokenizer.to_str())
     both = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_lead=True, ego_beside=True)
-    target = Trainer(both, train, tmp_path / "both", config, progress=False)
-    target.init_from(folder)
-    w_both = target.model.state_dict()["ego_encoder.net.0.weight"]
-    w_first = first.model.state_dict()["ego_encoder.net.0.weight"]
-    torch.testing.assert_close(w_both[:, -BESIDE_INPUTS:], w_first[:, -BESIDE_INPUTS:])
-    lead_columns = w_both[:, -BESIDE_INPUTS - LEAD_INPUTS : -BESIDE_INPUTS]
-    assert torch.count_nonzero(lead_columns) == 0
+    _new_inputs_go_before_the_last(
+        no_lead, both, train, config, tmp_path / "nl", BESIDE_INPUTS, LEAD_INPUTS
+    )
 
     every = list(range(len(train)))
     for dropout, hidden in ((0.0, 0), (1.0, len(every))):
