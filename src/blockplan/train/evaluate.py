@@ -63,8 +63,9 @@ METHODS = ("model", "rollouts_n4", "constant_velocity", "ego_mlp")
 # protocol's ADE, and how often the expert's own plan passes the validity gates).
 # The ego-status MLP that also reads the lane pose: the bar for a model that does; and the
 # one that also reads the car ahead (`ego_mlp_lead`): the bar for a model that reads both;
-# and the one that reads the lanes beside as well (`ego_mlp_beside`; data sets written before
-# they were recorded give it none, and it is `ego_mlp_lead` again).
+# and the one that reads the lanes beside as well (`ego_mlp_beside`; on data sets written
+# before they were recorded its 18 extra inputs are constant, and it differs from
+# `ego_mlp_lead` only by its random init).
 EXTRA = (
     "rollouts_n4_plain_mean",
     "expert_waypoints",
