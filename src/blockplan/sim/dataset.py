@@ -336,7 +336,7 @@ def sample_observation(shard: dict[str, np.ndarray], i: int) -> Observation:
     # The car ahead (gap, speed): an infinite gap (none ahead) is known, a NaN one is not.
     lead = shard["lead"][i] if "lead" in shard else None
     lead_known = lead is not None and not np.isnan(lead[0])
-    beside = shard_beside(shard)[i]
+    beside = shard_beside(shard, slice(i, i + 1))[0]  # this sample's row only
     return Observation(
         int(shard["stamp_ns"][i]),
         frames,
@@ -348,16 +348,17 @@ def sample_observation(shard: dict[str, np.ndarray], i: int) -> Observation:
     )
 
 
-def shard_beside(shard: dict[str, np.ndarray]) -> np.ndarray:
-    """(N, 2, 5) float32 the lanes beside of a shard's samples, per side (left, right):
-    `lanes_beside` then `beside` ([lanes, gap ahead, speed, gap behind, speed]; the layout
-    an encoder with `beside` reads); NaN where a shard written before them lacks either."""
-    n = shard["stamp_ns"].shape[0]
+def shard_beside(shard: dict[str, np.ndarray], rows: slice = slice(None)) -> np.ndarray:
+    """(N, 2, 5) float32 the lanes beside of a shard's samples `rows` (default all), per side
+    (left, right): `lanes_beside` then `beside` ([lanes, gap ahead, speed, gap behind,
+    speed]; the layout an encoder with `beside` reads); NaN where a shard written before
+    them lacks either."""
+    n = shard["stamp_ns"][rows].shape[0]
     out = np.full((n, 2, 5), np.nan, np.float32)
     if "lanes_beside" in shard:
-        out[..., 0] = shard["lanes_beside"]
+        out[..., 0] = shard["lanes_beside"][rows]
     if "beside" in shard:
-        out[..., 1:] = shard["beside"]
+        out[..., 1:] = shard["beside"][rows]
     return out
 
 
