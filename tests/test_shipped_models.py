@@ -22,6 +22,7 @@ import torch
 from blockplan.cli import main
 from blockplan.config import STRATEGIES, PlannerConfig, default_params_path, load_config
 from blockplan.model.weights import read_config
+from tests.optional import importorskip
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Vehicle folders; the robot ones (`embodiment: robot`) are tests/test_shipped_robot_models.py's.
@@ -72,7 +73,7 @@ def exported_copy(folder: Path, tmp: Path, windows: str) -> Path:
 
 @every_folder
 def test_export_and_onnxruntime_plans_equal_torch(folder, tmp_path, capsys):
-    pytest.importorskip("onnxruntime")
+    importorskip("onnxruntime")
     from blockplan.planner.planner import Planner
     from blockplan.planner.synthetic import synthetic_observation
 
@@ -159,7 +160,7 @@ def test_bench_runs_on_the_folder(folder, tmp_path, capsys):
 @pytest.mark.slow
 @every_folder
 def test_every_strategy_on_onnxruntime_equals_torch(folder, tmp_path, capsys):
-    pytest.importorskip("onnxruntime")
+    importorskip("onnxruntime")
     from blockplan.planner.planner import Planner
     from blockplan.planner.synthetic import synthetic_observation
     from tests.backends.test_ort_parity import max_logit_gap

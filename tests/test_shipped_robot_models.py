@@ -18,6 +18,7 @@ import torch
 
 from blockplan.cli import main
 from blockplan.model.weights import read_config
+from tests.optional import importorskip
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ROBOT_MODELS = sorted(
@@ -103,7 +104,7 @@ def test_bench_runs_on_the_folder(folder, tmp_path):
 def test_closed_loop_and_the_demo_on_meta_world(folder, tmp_path):
     from blockplan.sim import manipulation  # noqa: F401  (MUJOCO_GL before mujoco loads)
 
-    pytest.importorskip("metaworld")
+    importorskip("metaworld")
     out = tmp_path / "cl.json"
     args = ["closed-loop", "--embodiment", "robot", "--task", "reach", "--episodes", "1",
             "--seed", "900000", "--policies", "model", "expert", "--max-steps", "12",
@@ -154,7 +155,7 @@ def test_the_runtime_shows_the_model_what_training_showed_it(folder, tmp_path):
     from blockplan.train.robot_data import RobotDatasetWriter
     from blockplan.train.robot_examples import RobotRecipe, load_robot_examples
 
-    pytest.importorskip("metaworld")
+    importorskip("metaworld")
     env = ManipulationEnv("reach", 64, ("front", "wrist"))
     try:
         demo = run_expert(env, 123, 4, 24)

@@ -35,9 +35,10 @@ from blockplan.model.masks import block_causal_mask, causal_mask, draft_mask, pi
 from blockplan.planner.planner import Planner
 from blockplan.planner.synthetic import synthetic_observation
 from tests.backends.conftest import with_backend
+from tests.optional import importorskip
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("onnx")
+importorskip("onnxruntime")
+importorskip("onnx")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ATOL = RTOL = 1e-4  # float32 ORT vs ATen: the same arithmetic, another summation order

@@ -13,9 +13,10 @@ from blockplan.model.masks import draft_mask
 from blockplan.planner.planner import Planner
 from blockplan.planner.synthetic import synthetic_observation
 from tests.backends.conftest import with_backend
+from tests.optional import importorskip
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("onnx")
+importorskip("onnxruntime")
+importorskip("onnx")
 
 
 def pair(reference: Planner) -> Planner:

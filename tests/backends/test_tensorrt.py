@@ -11,6 +11,7 @@ from blockplan.config import PlannerConfig
 from blockplan.planner.planner import Planner
 from blockplan.planner.synthetic import synthetic_observation
 from tests.backends.conftest import with_backend
+from tests.optional import importorskip
 
 
 def test_engine_key_names_gpu_version_weights_and_precision():
@@ -22,7 +23,7 @@ def test_engine_key_names_gpu_version_weights_and_precision():
 @pytest.fixture(scope="module")
 def trt_fp16(tmp_path_factory):
     """One fp16 engine build of the `test` preset, shared by the GPU tests."""
-    pytest.importorskip("tensorrt")
+    importorskip("tensorrt")
     from blockplan.backends.factory import create_backend
 
     root = tmp_path_factory.mktemp("engines")
@@ -81,7 +82,7 @@ def test_cuda_graph_replay_equals_plain_execution(trt_fp16):
 
 @pytest.mark.gpu
 def test_int8_engines_build_and_plan(tmp_path):
-    pytest.importorskip("tensorrt")
+    importorskip("tensorrt")
     from blockplan.backends.factory import create_backend
 
     reference = Planner.random_init("test", with_backend(PlannerConfig(), "torch"), seed=1)

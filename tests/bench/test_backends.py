@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from blockplan.cli import main
+from tests.optional import importorskip
 
-pytest.importorskip("onnxruntime")
+importorskip("onnxruntime")
 
 
 def test_backend_comparison_report(tmp_path, capsys):

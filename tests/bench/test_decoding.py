@@ -7,6 +7,7 @@ import json
 import pytest
 
 from blockplan.cli import main
+from tests.optional import importorskip
 
 STRATEGY_KEYS = {
     "forwards_per_plan",
@@ -19,7 +20,7 @@ STRATEGY_KEYS = {
 
 @pytest.mark.slow
 def test_bench_report_keys(tmp_path, capsys):
-    pytest.importorskip("transformers")
+    importorskip("transformers")
     out = tmp_path / "bench.json"
     argv = ["bench", "--random-init", "test", "--iters", "1", "--warmup", "0", "--rollouts", "2"]
     argv += ["--strategies", "ar,scaffold_spec,section_diffusion,rollouts", "--threads", "1"]

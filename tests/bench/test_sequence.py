@@ -8,8 +8,9 @@ import json
 import pytest
 
 from blockplan.cli import main
+from tests.optional import importorskip
 
-pytest.importorskip("highway_env")
+importorskip("highway_env")
 
 MODEL = "models/blockplan-tiny"
 

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from blockplan.cli import main
+from tests.optional import importorskip
 
-pytest.importorskip("highway_env")
+importorskip("highway_env")
 
 
 def test_bench_sim_reports_per_scenario(tmp_path, capsys):

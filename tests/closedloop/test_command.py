@@ -1,8 +1,8 @@
 import json
 
-import pytest
+from tests.optional import importorskip
 
-pytest.importorskip("highway_env")
+importorskip("highway_env")
 
 from blockplan.cli import main
 

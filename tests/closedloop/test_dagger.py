@@ -5,7 +5,9 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("highway_env")
+from tests.optional import importorskip
+
+importorskip("highway_env")
 
 from blockplan.cli import main
 from blockplan.closedloop import EpisodeSpec

@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-pytest.importorskip("highway_env")
+from tests.optional import importorskip
+
+importorskip("highway_env")
 
 from blockplan.closedloop import (
     ClosedLoopWorld,

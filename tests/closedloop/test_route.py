@@ -1,7 +1,9 @@
 import numpy as np
 import pytest
 
-pytest.importorskip("highway_env")
+from tests.optional import importorskip
+
+importorskip("highway_env")
 
 from highway_env.road.lane import CircularLane, StraightLane
 from highway_env.road.road import RoadNetwork

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from blockplan.cli import main
+from tests.optional import importorskip
 
-pytest.importorskip("onnx")
+importorskip("onnx")
 
 
 def test_export_command_writes_the_folder_and_prints_a_summary(tmp_path, capsys):

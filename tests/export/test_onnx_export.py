@@ -26,9 +26,10 @@ from blockplan.export.onnx_export import (
 from blockplan.model.masks import causal_mask, draft_mask
 from blockplan.model.planner_model import PlannerModel
 from blockplan.model.presets import preset_config
+from tests.optional import importorskip
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+onnx = importorskip("onnx")
+ort = importorskip("onnxruntime")
 
 
 def small_model(seed: int = 0) -> PlannerModel:

@@ -18,6 +18,7 @@ from blockplan.planner.synthetic import synthetic_observation
 from blockplan.schema.codec import parse_answer, write_waypoints
 from blockplan.schema.spec import SchemaError
 from tests.flow.conftest import flow_planner
+from tests.optional import importorskip
 
 
 def token_twin(planner: Planner) -> Planner:
@@ -123,8 +124,8 @@ def test_strategies_without_a_flow_path_are_refused(planner):
 
 
 def test_onnxruntime_head_matches_torch():
-    pytest.importorskip("onnxruntime")
-    pytest.importorskip("onnx")
+    importorskip("onnxruntime")
+    importorskip("onnx")
     reference = flow_planner()
     ort = Planner(
         reference.model,

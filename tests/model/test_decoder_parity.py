@@ -10,8 +10,9 @@ import torch
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.model.masks import causal_mask
 from blockplan.model.weights import WeightsError, load_pretrained, save_pretrained
+from tests.optional import importorskip
 
-transformers = pytest.importorskip("transformers")
+transformers = importorskip("transformers")
 
 
 def _hf_model(tmp_path, tie: bool, seed: int = 0):

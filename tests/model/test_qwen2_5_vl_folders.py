@@ -16,6 +16,7 @@ from blockplan.model.qwen2_5_vl.preprocess import preprocess_image
 from blockplan.model.qwen2_5_vl.presets import qwen_test_config, random_qwen_model
 from blockplan.model.qwen2_5_vl.rope import mrope_positions
 from blockplan.model.weights import WeightsError, load_pretrained
+from tests.optional import importorskip
 
 
 def test_mrope_with_equal_axes_is_plain_rope():
@@ -69,7 +70,7 @@ def test_new_checkpoint_names_are_renamed():
 
 
 def test_our_folder_loads_in_transformers_with_equal_logits(tmp_path):
-    transformers = pytest.importorskip("transformers")
+    transformers = importorskip("transformers")
     ids_in_vocab = dict(
         image_token_id=290, video_token_id=291, vision_start_token_id=288, vision_end_token_id=289
     )

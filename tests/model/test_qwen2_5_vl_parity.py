@@ -12,8 +12,9 @@ from blockplan.model.qwen2_5_vl.preprocess import preprocess_image
 from blockplan.model.qwen2_5_vl.rope import mrope_positions
 from blockplan.model.weights import load_pretrained, write_manifest
 from tests.model.qwen_fixtures import IMAGE_ID, VEND_ID, VOCAB, VSTART_ID, hf_model
+from tests.optional import importorskip
 
-transformers = pytest.importorskip("transformers")
+transformers = importorskip("transformers")
 
 # (height, width) in pixels: multiples of 28; 112x168 has 8x12 patches, two windows per row
 IMAGE_SIZES = ((112, 168), (56, 84))

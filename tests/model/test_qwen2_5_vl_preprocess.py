@@ -13,6 +13,7 @@ from blockplan.model.qwen2_5_vl.preprocess import (
     preprocess_image,
     smart_resize,
 )
+from tests.optional import importorskip
 
 
 @pytest.mark.parametrize(
@@ -50,7 +51,7 @@ def test_patch_order_is_merge_units_row_major():
 
 @pytest.mark.parametrize("size", [(56, 84), (100, 150), (720, 1280), (30, 40)])
 def test_matches_transformers_processor(size):
-    transformers = pytest.importorskip("transformers")
+    transformers = importorskip("transformers")
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
         Qwen2VLImageProcessorPil,
     )

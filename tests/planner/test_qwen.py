@@ -16,8 +16,9 @@ from blockplan.planner.planner import Planner, PlannerSetupError
 from blockplan.planner.qwen import fastddrive_config
 from blockplan.planner.synthetic import synthetic_observation
 from blockplan.schema.qwen_tokens import build_qwen_like_tokenizer
+from tests.optional import importorskip
 
-transformers = pytest.importorskip("transformers")
+transformers = importorskip("transformers")
 
 IMAGE_SIZE = (56, 84)  # 2 x 3 = 6 visual tokens per image
 

@@ -10,8 +10,9 @@ from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 
 from blockplan.cli import main
+from tests.optional import importorskip
 
-pytest.importorskip("highway_env")
+importorskip("highway_env")
 
 
 @pytest.mark.slow

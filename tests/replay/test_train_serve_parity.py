@@ -35,8 +35,9 @@ from blockplan.runtime import (
 from blockplan.schema import default_schema, render_prompt
 from blockplan.sim.bag import DEFAULT_START_NS
 from blockplan.sim.dataset import load_shard
+from tests.optional import importorskip
 
-pytest.importorskip("highway_env")
+importorskip("highway_env")
 
 MODEL = "models/blockplan-tiny"
 

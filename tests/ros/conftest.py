@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT
+from tests.optional import importorskip
 from tests.ros.live import Graph, colcon_build, domain_ids
 
 _DOMAINS: Iterator[int] | None = None
@@ -30,7 +31,7 @@ def _next_domain(config: pytest.Config) -> int:
 @pytest.fixture(scope="session")
 def ros_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The package built with colcon (from this venv) against the sourced ROS 2."""
-    pytest.importorskip("rclpy")
+    importorskip("rclpy")
     if not Path(sys.executable).with_name("colcon").exists():
         pytest.skip("colcon is not installed in this venv (the test extras install it)")
     return colcon_build(REPO_ROOT, tmp_path_factory.mktemp("colcon"))

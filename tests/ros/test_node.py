@@ -11,16 +11,18 @@ import time
 import numpy as np
 import pytest
 
+from tests.optional import importorskip
+
 pytestmark = pytest.mark.ros
-rclpy = pytest.importorskip("rclpy")
+rclpy = importorskip("rclpy")
 
-from rclpy.context import Context  # noqa: E402
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
-from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
-from rclpy.node import Node  # noqa: E402
-from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.node import Node
+from rclpy.parameter import Parameter
 
-from blockplan.bags import (  # noqa: E402
+from blockplan.bags import (
     ModuleMessages,
     beside_to_msg,
     ego_to_odometry,
@@ -28,9 +30,9 @@ from blockplan.bags import (  # noqa: E402
     lane_pose_to_msg,
     lead_to_msg,
 )
-from blockplan.ros.interfaces import CAMERA_QOS  # noqa: E402
-from blockplan.ros.node import PlannerNode  # noqa: E402
-from blockplan.types import EgoState  # noqa: E402
+from blockplan.ros.interfaces import CAMERA_QOS
+from blockplan.ros.node import PlannerNode
+from blockplan.types import EgoState
 
 RATE_HZ = 10.0
 SPEED = 5.0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("highway_env")
+from tests.optional import importorskip
+
+importorskip("highway_env")
 
 from blockplan.sim.episode import EpisodeLog, run_episode
 from blockplan.sim.scenarios import get_scenario

@@ -20,6 +20,7 @@ from blockplan.sim.topics import (
     TOPIC_TYPES,
     camera_topic,
 )
+from tests.optional import importorskip
 
 CAMERAS = ("front_left", "front", "front_right", "rear")
 
@@ -32,8 +33,8 @@ def _simulate(tmp_path: Path, *extra: str) -> Path:
 
 
 def test_mcap_bag_decodes_with_the_independent_mcap_reader(tmp_path, capsys) -> None:
-    mcap_reader = pytest.importorskip("mcap.reader")
-    decoder = pytest.importorskip("mcap_ros2.decoder")
+    mcap_reader = importorskip("mcap.reader")
+    decoder = importorskip("mcap_ros2.decoder")
     out = _simulate(tmp_path)
     report = json.loads(capsys.readouterr().out)
     files = list(out.glob("*.mcap"))
@@ -131,8 +132,8 @@ def test_the_lanes_beside_in_the_bag_are_the_logs(tmp_path, highway_log) -> None
     labelled (side, field) layout that the independent mcap reader decodes, holding at each
     step the map's lane counts and the cars beside `log_lanes_beside` computes from the log
     (the data sets' `lanes_beside` and `beside`); the highway has cars in the lines beside."""
-    mcap_reader = pytest.importorskip("mcap.reader")
-    decoder = pytest.importorskip("mcap_ros2.decoder")
+    mcap_reader = importorskip("mcap.reader")
+    decoder = importorskip("mcap_ros2.decoder")
     from blockplan.bags import beside_from_msg
     from blockplan.sim.bag import DEFAULT_START_NS, write_episode_bag
     from blockplan.sim.labels import log_lanes_beside

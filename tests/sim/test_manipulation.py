@@ -17,8 +17,9 @@ from blockplan.sim.manipulation import (
     run_expert,
     seeds_of,
 )
+from tests.optional import importorskip
 
-pytest.importorskip("metaworld")
+importorskip("metaworld")
 
 
 @pytest.fixture(scope="module")
