@@ -143,3 +143,41 @@ def test_no_narration_issue_numbers_or_machine_local_paths(group):
     assert paths, group
     found = _narration(paths)
     assert not found, "\n".join(found)
+
+
+def test_benchmarks_and_readme_stay_short():
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
+    assert len((ROOT / "docs" / "BENCHMARKS.md").read_text(encoding="utf-8").splitlines()) <= 800
+
+
+def _cli_doc():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cli_doc", ROOT / "scripts" / "cli_doc.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_command_reference_is_generated_from_the_parsers_and_current():
+    """docs/CLI.md is what `make cli-doc` writes from the parsers of every command in
+    `blockplan.cli.COMMANDS`: a changed flag or a new command makes it stale until
+    regenerated."""
+    from blockplan.cli import COMMANDS
+
+    text = _cli_doc().render()
+    for name in COMMANDS:
+        assert f"## `blockplan {name}`" in text, name
+    current = (ROOT / "docs" / "CLI.md").read_text(encoding="utf-8")
+    assert current == text, "docs/CLI.md is stale: run `make cli-doc`"
+
+
+def test_the_command_reference_follows_a_new_command(monkeypatch):
+    """The generator walks `COMMANDS`, so a command added there gets its section."""
+    import blockplan.cli as cli
+
+    doc = _cli_doc()
+    monkeypatch.setitem(cli.COMMANDS, "config-again", "config")
+    monkeypatch.setitem(cli.COMMAND_HELP, "config-again", "the config command twice")
+    assert "## `blockplan config-again`" in doc.render()
+    assert "the config command twice" in doc.render()
