@@ -429,7 +429,7 @@ class LaneGuardConfig:
     `straight_yaw_rad` over the last second and the rollout turns by at most `max_turn_rad`
     (in a curve the lines beside are elsewhere, and a lane count says nothing of it). Calibrated so that the
     simulator expert's own futures pass in >= 99.8 % of the samples of every scenario
-    (docs/BENCHMARKS.md "The lanes beside")."""
+    (docs/BENCHMARKS.md "Validity gates")."""
 
     # Off by default: in closed loop it made the shipped greedy planner worse (a rejected
     # lane change leaves the fallback holding a stale plan; docs/BENCHMARKS.md).
