@@ -75,15 +75,34 @@ def _default(action: argparse.Action) -> str:
 def command_section(name: str) -> list[str]:
     parser, _ = _command_parser(name)
     lines = [f"## `blockplan {name}`", "", _cell(COMMAND_HELP[name]) + ".", ""]
+    lines += _parser_lines(parser)
+    for action in parser._actions:  # a command with actions (`recipe run`): one part each
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for sub, subparser in action.choices.items():
+                lines += [
+                    f"### `blockplan {name} {sub}`",
+                    "",
+                    _cell(helps.get(sub) or "") + ".",
+                    "",
+                ]
+                lines += _parser_lines(subparser)
+    return lines
+
+
+def _parser_lines(parser: argparse.ArgumentParser) -> list[str]:
     usage = " ".join(parser.format_usage().split())  # one line: no dependence on the width
-    lines += ["```text", usage.removeprefix("usage: "), "```", ""]
+    lines = ["```text", usage.removeprefix("usage: "), "```", ""]
     rows = []
     for action in parser._actions:
-        if isinstance(action, argparse._HelpAction):
+        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
             continue
-        names = ", ".join(action.option_strings) or action.dest
+        names = ", ".join(action.option_strings)
         value = _value(action)
-        argument = f"`{names} {value}`" if value else f"`{names}`"
+        if not names:  # a positional argument: its name is its value
+            argument = f"`{action.metavar or action.dest}`"
+        else:
+            argument = f"`{names} {value}`" if value else f"`{names}`"
         rows.append(f"| {_cell(argument)} | {_default(action)} | {_help(action, parser.prog)} |")
     if rows:
         lines += ["| argument | default | meaning |", "|---|---|---|", *rows, ""]
