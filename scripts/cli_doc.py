@@ -97,6 +97,8 @@ def _parser_lines(parser: argparse.ArgumentParser) -> list[str]:
     for action in parser._actions:
         if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
             continue
+        if action.help == argparse.SUPPRESS:  # a setting behind --set: its own table
+            continue
         names = ", ".join(action.option_strings)
         value = _value(action)
         if not names:  # a positional argument: its name is its value
@@ -106,6 +108,11 @@ def _parser_lines(parser: argparse.ArgumentParser) -> list[str]:
         rows.append(f"| {_cell(argument)} | {_default(action)} | {_help(action, parser.prog)} |")
     if rows:
         lines += ["| argument | default | meaning |", "|---|---|---|", *rows, ""]
+    settings = getattr(parser, "blockplan_settings", None)
+    if settings:
+        lines += ["Settings (`--set NAME=VALUE`):", "", "| setting | meaning [default] |"]
+        lines += ["|---|---|"] + [f"| `{k}` | {_cell(v)} |" for k, v in sorted(settings.items())]
+        lines.append("")
     return lines
 
 

@@ -147,3 +147,11 @@ def test_smoke_overrides_and_null_drops_a_key(tmp_path):
     assert recipe.stages[0].args_at("full") == {"data": "D", "steps": 100, "seed": 3}
     assert recipe.stages[0].args_at("smoke") == {"data": "D", "steps": 2}
     check_stages(recipe, "smoke")
+
+
+def test_a_recipe_setting_is_checked_like_the_option(tmp_path):
+    stage = _stage("train", {"data": "D", "steps": 3, "set": {"egotokens": 4}}, name="soup")
+    with pytest.raises(RecipeError, match="'egotokens' is not a setting"):
+        load_recipe(_write(tmp_path, _recipe(stages=[stage])))
+    stage["args"]["set"] = {"ego-tokens": 4, "ego-lead": True, "cameras": ["front", "rear"]}
+    load_recipe(_write(tmp_path, _recipe(stages=[stage])))

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -186,7 +187,10 @@ def _run_stage(stage: Stage, argv: list[str], folder: Path, stream) -> None:
                 _echo(stream, chunk)
             code = child.wait()
         except KeyboardInterrupt:
-            child.wait()  # the child got the same Ctrl-C and saves what it can
+            # A terminal's Ctrl-C reaches the child too; a signal sent to this process
+            # alone is passed on. Either way the child saves what it can and stops.
+            child.send_signal(signal.SIGINT)
+            child.wait()
             raise
     if code != 0:
         tail = _tail(folder / LOG)

@@ -268,6 +268,11 @@ def to_argv(
             if value:
                 argv.append(flag)
             continue
+        if isinstance(value, dict) and action.metavar == "NAME=VALUE":
+            for name, item in value.items():  # `set: {name: value}`: one --set each
+                if item is not None:
+                    argv += [flag, f"{name}={_setting(item, resolve)}"]
+            continue
         if isinstance(value, (bool, dict)) or value is None:
             raise RecipeError(f"{where}.args.{key}: {value!r} is not a value for {flag}")
         values = value if isinstance(value, list) else [value]
@@ -284,3 +289,12 @@ def to_argv(
         else:
             argv += [flag, *texts]
     return argv + tail
+
+
+def _setting(value: Any, resolve) -> str:
+    """A `--set` value: YAML's spelling of switches and lists (`true`, `[a, b]`)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(resolve(str(v)) for v in value) + "]"
+    return resolve(str(value))
