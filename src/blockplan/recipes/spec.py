@@ -256,7 +256,11 @@ def to_argv(
             tail += [resolve(str(v)) for v in values]
             continue
         if action is None:
-            known = sorted(s[2:] for s in options if s.startswith("--") and s != "--help")
+            known = sorted(
+                s[2:]
+                for s, a in options.items()
+                if s.startswith("--") and s != "--help" and a.help != argparse.SUPPRESS
+            )
             raise RecipeError(
                 f"{where}.args.{key}: not an option of `{parser.prog}` "
                 f"(options: {', '.join(known)})"
