@@ -288,7 +288,8 @@ def test_the_scene_token_reads_out_the_scene_and_feeds_it_to_the_decoder(data, t
     positions and its embedding is one more visual token. The scene loss trains the head
     (through the tower), the policy's loss reaches the head through the token, the serving
     path computes the same tokens as training, and the folder keeps the head (it plans)."""
-    from blockplan.model.weights import load_pretrained, read_state_dict
+    from blockplan.model.pretrained import load_pretrained
+    from blockplan.model.weights import read_state_dict
     from blockplan.train.robot_trainer import RobotTrainConfig, RobotTrainer
     from blockplan.train.trainer import TrainError
 

@@ -383,7 +383,7 @@ class RobotTrainer:
         tokenizer_json = self.recipe.tokenizer.to_str()
         previous = self._teacher_record() if resume else None
         if previous is not None:
-            from blockplan.model.weights import load_pretrained
+            from blockplan.model.pretrained import load_pretrained
 
             model = load_pretrained(self.out / TEACHER_DIR).to(self.device)
             teacher = ChunkDiffusionModule(model, self.recipe, "bidirectional").to(self.device)
@@ -397,7 +397,7 @@ class RobotTrainer:
             (self.out / METRICS_FILE).unlink(missing_ok=True)
             torch.manual_seed(self.config.seed)
             if init_from is not None:  # fine-tuning: the teacher starts from these weights
-                from blockplan.model.weights import load_pretrained
+                from blockplan.model.pretrained import load_pretrained
 
                 model = load_pretrained(init_from).train()
                 if model.config.to_dict() != self.recipe.model_config.to_dict():
