@@ -550,10 +550,18 @@ class RobotConfig:
 
     def __post_init__(self) -> None:
         names = self.joint_name_list
-        _check(bool(names) and all(names), "robot.joint_names", self.joint_names,
-               "must be a comma-separated list of joint names")  # fmt: skip
-        _check(len(set(names)) == len(names), "robot.joint_names", self.joint_names,
-               "names must be unique")  # fmt: skip
+        _check(
+            bool(names) and all(names),
+            "robot.joint_names",
+            self.joint_names,
+            "must be a comma-separated list of joint names",
+        )
+        _check(
+            len(set(names)) == len(names),
+            "robot.joint_names",
+            self.joint_names,
+            "names must be unique",
+        )
         _check(self.replan_steps >= 1, "robot.replan_steps", self.replan_steps, "must be >= 1")
         _check_fields(self, "robot")
         for name in ("joint_states", "instruction", "twist", "gripper", "chunk"):
