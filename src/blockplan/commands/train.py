@@ -287,12 +287,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="scene frames (blockplan robot-scenes) to pretrain the scene token's tower on "
         "before the teacher (with --tower-steps; docs/ALGORITHMS.md §8.4)",
     )
-    robot.add_argument("--tower-steps", type=int, default=0,
-                       help="tower pretraining steps (0: none)")  # fmt: skip
-    robot.add_argument("--tower-batch", type=int, default=32,
-                       help="scene frames per tower step (32)")  # fmt: skip
-    robot.add_argument("--tower-minutes", type=float,
-                       help="wall-clock budget of the tower phase (apart from --max-minutes)")  # fmt: skip
+    robot.add_argument(
+        "--tower-steps", type=int, default=0, help="tower pretraining steps (0: none)"
+    )
+    robot.add_argument(
+        "--tower-batch", type=int, default=32, help="scene frames per tower step (32)"
+    )
+    robot.add_argument(
+        "--tower-minutes",
+        type=float,
+        help="wall-clock budget of the tower phase (apart from --max-minutes)",
+    )
     robot.add_argument(
         "--tower-unfrozen",
         action="store_true",
@@ -574,13 +579,20 @@ def run_robot(args: argparse.Namespace) -> int:
             from blockplan.sim.scene_frames import load_scene_frames
 
             mc = recipe.model_config
-            tower_set = load_scene_frames(args.tower_data, mc.camera_names,
-                                          mc.vision.image_height)  # fmt: skip
+            tower_set = load_scene_frames(args.tower_data, mc.camera_names, mc.vision.image_height)
         command = _robot_command(args, arch, config, recipe)
         trainer = RobotTrainer(
-            recipe, train_set, args.out, config, val_set, device, command=command,
-            data=args.data, tower_set=tower_set, tower_data=args.tower_data or "",
-        )  # fmt: skip
+            recipe,
+            train_set,
+            args.out,
+            config,
+            val_set,
+            device,
+            command=command,
+            data=args.data,
+            tower_set=tower_set,
+            tower_data=args.tower_data or "",
+        )
         torch.set_num_threads(args.num_threads)
         final = trainer.fit(resume=args.resume, init_from=args.init_from)
     except (RobotDataError, SchemaError, TrainError, ValueError) as e:

@@ -30,7 +30,8 @@ from typing import Any
 
 import yaml
 
-from blockplan.errors import UserError
+from blockplan.recipes.errors import RecipeError
+from blockplan.recipes.stages import KINDS
 
 SCALES = ("full", "smoke")
 # `{stage}`: that stage's main output; `{stage:PATH}`: PATH inside that stage's folder.
@@ -40,10 +41,6 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 RECIPE_KEYS = {"name", "description", "embodiment", "ship", "stages", "card"}
 STAGE_KEYS = {"name", "run", "args", "smoke", "about"}
 CARD_KEYS = {"title", "summary", "targets", "limits"}
-
-
-class RecipeError(UserError, ValueError):
-    """A recipe file that cannot run: unknown keys, bad values, a missing stage."""
 
 
 @dataclass(frozen=True)
@@ -170,8 +167,6 @@ def parse_recipe(doc: Any, path: Path) -> Recipe:
 
 
 def _parse_stage(raw: Any, where: str) -> Stage:
-    from blockplan.recipes.stages import KINDS
-
     if not isinstance(raw, dict):
         raise RecipeError(f"{where}: expected a mapping with name, run and args")
     _no_unknown(raw, STAGE_KEYS, where)
@@ -215,8 +210,6 @@ def _no_unknown(doc: dict, known: set[str], where: str) -> None:
 def check_stages(recipe: Recipe, scale: str) -> None:
     """Every stage's arguments at `scale` parse with its command's parser, and every
     reference names an earlier stage whose kind has an output of the right sort."""
-    from blockplan.recipes.stages import KINDS
-
     earlier: dict[str, Stage] = {}
     for i, stage in enumerate(recipe.stages):
         where = f"{recipe.path}: stages[{i}] ({stage.name})"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from blockplan.recipes.spec import RecipeError
+from blockplan.recipes.errors import RecipeError
 
 METRICS = "metrics.json"
 
