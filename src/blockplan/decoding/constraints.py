@@ -141,7 +141,7 @@ def build_action_constraints(
     scaffold: Scaffold, schema: ActionSchema, tokenizer: Tokenizer, vocab_size: int
 ) -> AnswerConstraints:
     """The robot answer's constraints: each value slot holds a bin token, each structural
-    position its own token (`schema/action.py`); no multi-token slots."""
+    position its own token (`schema/action/`); no multi-token slots."""
     vocab = action_vocab(schema, tokenizer)
     if vocab.bin_offset + vocab.num_bins > vocab_size:
         raise SchemaError(

@@ -3,7 +3,7 @@ format a `Planner` decodes against — its scaffold, constraints, prompt, strict
 type and synthetic inputs. The engine itself (block loop, strategies, cache) is the same.
 
 * `DrivingFormat` (`vehicle`): the driving schema (docs/SCHEMA.md), a `Plan` of waypoints.
-* `ActionFormat` (`robot`): the action schema (`schema/action.py`), an `ActionPlan` of an
+* `ActionFormat` (`robot`): the action schema (`schema/action/`), an `ActionPlan` of an
   (H, D) action chunk.
 """
 
