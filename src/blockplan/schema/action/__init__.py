@@ -47,6 +47,7 @@ from blockplan.schema.action.schema import (
     CHUNK_CLOSE,
     CHUNK_OPEN,
     DEFAULT_ROBOT_SYSTEM_TEXT,
+    ROBOT_CAMERAS,
     STEP_SEPARATOR,
     ActionSchema,
     action_schema_from_dict,
@@ -57,6 +58,7 @@ from blockplan.schema.action.schema import (
 )
 
 __all__ = [
+    "ROBOT_CAMERAS",
     "CHUNK_CLOSE",
     "CHUNK_OPEN",
     "STEP_SEPARATOR",
