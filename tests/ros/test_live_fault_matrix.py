@@ -93,8 +93,9 @@ class Matrix:
                 return None
             time.sleep(0.05)
 
-    def ticks(self, spans: list[tuple[int, int, int]]) -> tuple[int, int, float]:
-        """(ticks published, ticks expected, longest stamp gap in s) over spans (wall ns
+    def ticks(self, spans: list[tuple[int, int, int]]) -> tuple[int, int, float, int]:
+        """(ticks published, ticks expected, longest stamp gap in s, periods /clock skipped)
+        over spans (wall ns
         from, sim ns from, sim ns to): one tick per control period, each a trajectory
         stamped on the node's (sim) clock. (The wall time tells a tick of this span from one
         of an earlier pass over the same sim times, before /clock jumped back.) Periods that
@@ -102,7 +103,7 @@ class Matrix:
         time.sleep(0.5)  # the last ticks of the span arrive
         trajectory = list(self.w.seen.trajectory)
         leaps = list(self.feeder.leaps)
-        published = expected = 0
+        published = expected = skipped = 0
         longest = 0.0
         for wall, a, b in spans:
             inside = sorted(
@@ -118,10 +119,10 @@ class Matrix:
             for x, y in zip(edges, edges[1:], strict=False):
                 gap = (y - x) / 1e9
                 if any(l1 > x and l0 < y for l0, l1 in leaps):  # /clock itself leapt
-                    expected -= max(0, round(gap / PERIOD_S) - 1)
+                    skipped += max(0, round(gap / PERIOD_S) - 1)
                 else:
                     longest = max(longest, gap)
-        return published, expected, longest
+        return published, expected - skipped, longest, skipped
 
     def healthy(self) -> None:
         """The node is up, active and planning (each fault starts from there)."""
@@ -129,8 +130,8 @@ class Matrix:
         assert self.w.state() == "active"
         assert self.planned(time.time_ns(), timeout_s=10.0) is not None, "no plans"
 
-    def record(self, fault: str, diag_s, recover_s, ticks: tuple[int, int, float]) -> None:
-        published, expected, longest = ticks
+    def record(self, fault: str, diag_s, recover_s, ticks: tuple[int, int, float, int]) -> None:
+        published, expected, longest, skipped = ticks
         self.rows.append(
             {
                 "fault": fault,
@@ -139,6 +140,7 @@ class Matrix:
                 "ticks_published": published,
                 "ticks_expected": expected,
                 "longest_gap_s": round(longest, 3),
+                "clock_skipped_periods": skipped,
             }
         )
         assert self.launch.alive(), self.launch.output[-3000:]
