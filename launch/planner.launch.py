@@ -6,7 +6,8 @@ Arguments:
   namespace     namespace for the node and its topics (default: none)
   use_sim_time  true when replaying a bag with `ros2 bag play --clock`
   rviz          true to start RViz with rviz/blockplan.rviz
-  auto_activate true to drive the lifecycle node to `active` at start
+  auto_activate true to drive the lifecycle node to `active` at start (once: a later
+                configure by hand is left for the operator to activate)
 """
 
 import os
@@ -121,6 +122,23 @@ def generate_launch_description():
         ),
         condition=IfCondition(auto_activate),
     )
+    activate = EmitEvent(
+        event=ChangeState(
+            lifecycle_node_matcher=matches_action(planner),
+            transition_id=Transition.TRANSITION_ACTIVATE,
+        )
+    )
+    started = []  # whether the start's configure has been answered with activate
+
+    def _activate_after_the_first_configure(context, *args, **kwargs):
+        """Activate after the start's configure only: not after a configure by hand (a
+        cleanup + configure to take a new model folder or parameters would be activated
+        behind the operator's back, racing their own activate)."""
+        if started:
+            return []
+        started.append(True)
+        return [activate]
+
     # Activate right after a successful configure only: not after a failed activate (which
     # also ends in `inactive`: it would retry without end) nor after a manual deactivate.
     # (handle_once would also do, but an unregistered lifecycle handler keeps `ros2 launch`
@@ -130,14 +148,7 @@ def generate_launch_description():
             target_lifecycle_node=planner,
             start_state="configuring",
             goal_state="inactive",
-            entities=[
-                EmitEvent(
-                    event=ChangeState(
-                        lifecycle_node_matcher=matches_action(planner),
-                        transition_id=Transition.TRANSITION_ACTIVATE,
-                    )
-                )
-            ],
+            entities=[OpaqueFunction(function=_activate_after_the_first_configure)],
         ),
         condition=IfCondition(auto_activate),
     )

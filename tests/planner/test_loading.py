@@ -7,8 +7,10 @@ import pytest
 from blockplan.config import PlannerConfig, config_from_params, config_to_params
 from blockplan.planner.loading import (
     ModelLoadError,
+    check_model_unchanged,
     load_model,
     load_verified_planner,
+    model_fingerprint,
     release_accelerator_memory,
     warm_up,
     warmup_observation,
@@ -126,3 +128,27 @@ def test_the_node_verifies_the_manifest_not_only_its_presence(model_folder, tmp_
         load_verified_planner(_config(str(copy)))
     planner = load_verified_planner(_config(str(model_folder)))
     assert planner.weights == "sha256-verified"
+
+
+def test_a_folder_changed_since_configure_is_refused_naming_the_change(model_folder, tmp_path):
+    from blockplan.model.weights import write_manifest
+
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for f in model_folder.iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    pinned = model_fingerprint(str(copy))
+    assert pinned is not None and pinned.startswith("manifest.json sha256 ")
+    check_model_unchanged(str(copy), pinned)  # unchanged: nothing said
+    (copy / "NOTES.md").write_text("re-exported\n")
+    write_manifest(copy)  # a consistent new version: it would verify
+    with pytest.raises(ModelLoadError, match=r"changed on disk since configure \(manifest"):
+        check_model_unchanged(str(copy), pinned)
+    (copy / "manifest.json").unlink()
+    assert model_fingerprint(str(copy)) == "no manifest.json"
+    assert model_fingerprint(str(tmp_path / "nope")) == "no such folder"
+    with pytest.raises(ModelLoadError, match="no such folder"):  # it vanished
+        check_model_unchanged(str(tmp_path / "nope"), pinned)
+    # Nothing on disk to change: baselines and random weights.
+    assert model_fingerprint("constant-velocity") is None
+    assert model_fingerprint("random-init:test") is None

@@ -232,6 +232,46 @@ class Watch:
             time.sleep(0.02)
         return future.result().current_state.label if future.done() else None
 
+    def _call(self, srv_type: Any, service: str, request: Any, timeout_s: float) -> Any:
+        """A service call from this process (no `ros2` CLI process); None on a timeout."""
+        client = self._clients.get(service)
+        if client is None:
+            client = self._clients[service] = self.node.create_client(srv_type, service)
+        if not client.wait_for_service(timeout_sec=timeout_s):
+            return None
+        future = client.call_async(request)
+        deadline = time.monotonic() + timeout_s
+        while not future.done() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return future.result() if future.done() else None
+
+    def change_state(self, transition: str, name: str = NODE, timeout_s: float = 60.0) -> bool:
+        """A lifecycle transition ("configure", "activate", …) through the node's change_state
+        service; whether it succeeded (False also on a timeout)."""
+        from lifecycle_msgs.msg import Transition
+        from lifecycle_msgs.srv import ChangeState
+
+        request = ChangeState.Request()
+        request.transition = Transition(id=getattr(Transition, f"TRANSITION_{transition.upper()}"))
+        response = self._call(ChangeState, f"{name}/change_state", request, timeout_s)
+        return bool(response is not None and response.success)
+
+    def set_parameter(
+        self, parameter: str, value: Any, name: str = NODE, timeout_s: float = 10.0
+    ) -> tuple[bool, str]:
+        """`ros2 param set` from this process: (successful, reason)."""
+        from rcl_interfaces.srv import SetParameters
+        from rclpy.parameter import Parameter
+
+        request = SetParameters.Request(
+            parameters=[Parameter(parameter, value=value).to_parameter_msg()]
+        )
+        response = self._call(SetParameters, f"{name}/set_parameters", request, timeout_s)
+        if response is None:
+            return False, "timed out"
+        result = response.results[0]
+        return bool(result.successful), str(result.reason)
+
     def wait_state(self, label: str, name: str = NODE, timeout_s: float = 60.0) -> None:
         states: list[str | None] = []
         ok = wait_until(

@@ -220,3 +220,23 @@ def test_invalid_parameter_changes_are_rejected(context):
         assert not read_only.successful
     finally:
         planner.destroy_node()
+
+
+def test_a_transition_the_state_does_not_have_is_refused_not_raised(context):
+    """rclpy raises out of change_state for a transition id the current state lacks (the
+    executor then ends the process); the node answers success=False and stays put."""
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+
+    node = _planner(context)
+    try:
+        service = next(s for s in node.services if s.srv_type is ChangeState)
+        request = ChangeState.Request()
+        request.transition.id = Transition.TRANSITION_ACTIVATE  # from unconfigured: none
+        assert service.callback(request, ChangeState.Response()).success is False
+        assert node._state_machine.current_state[1] == "unconfigured"
+        request.transition.id = Transition.TRANSITION_CONFIGURE
+        assert service.callback(request, ChangeState.Response()).success is True
+        assert node._state_machine.current_state[1] == "inactive"
+    finally:
+        node.destroy_node()

@@ -227,6 +227,53 @@ def test_time_jump_resets_and_recovers() -> None:
     assert outputs[-1].trajectory.stamp_ns == drive.t
 
 
+def test_the_diagnostics_after_a_time_jump_say_so_once() -> None:
+    runtime, drive = _runtime("ideal")
+    drive.run(10)
+    assert {s.name: s for s in runtime.diagnostics()}["blockplan: control loop"].level == 0
+    drive.t -= 30 * 10**9
+    drive.run(3)
+    loop = {s.name: s for s in runtime.diagnostics()}["blockplan: control loop"]
+    assert loop.level == 1 and loop.message.startswith("time jump, runtime reset: ")
+    assert "jumped back" in loop.message and loop.values["time_jumps"] == 1
+    drive.run(3)
+    loop = {s.name: s for s in runtime.diagnostics()}["blockplan: control loop"]
+    assert loop.level == 0 and loop.message == "publishing plans"  # said once
+
+
+def test_inputs_name_what_was_rejected_since_the_last_snapshot() -> None:
+    runtime, drive = _runtime("ideal")
+    drive.run(3)
+    runtime.on_odometry(EgoState(drive.t + 1, float("nan"), 0.0, 0.0, SPEED))
+    runtime.on_lead(drive.t, float("nan"), 10.0)
+    runtime.on_lead(drive.t, -1.0, 10.0)
+    inputs = {s.name: s for s in runtime.diagnostics()}["blockplan: inputs"]
+    assert inputs.level == 1
+    assert inputs.message.startswith("lead_invalid x2: car ahead at ")
+    assert "; odometry_nonfinite x1: odometry at " in inputs.message
+    runtime.on_lead(drive.t, -2.0, 10.0)
+    inputs = {s.name: s for s in runtime.diagnostics()}["blockplan: inputs"]
+    assert inputs.level == 1 and "odometry_nonfinite" not in inputs.message  # not since
+    assert {s.name: s for s in runtime.diagnostics()}["blockplan: inputs"].level == 0
+
+
+def test_a_route_command_the_model_does_not_know_is_rejected_and_the_last_one_kept() -> None:
+    from blockplan.schema.spec import DrivingSchema
+
+    planner = ConstantVelocityPlanner()
+    planner.schema = DrivingSchema()  # what an engine planner carries (its prompt's commands)
+    runtime, drive = _runtime("ideal", planner=planner)
+    runtime.on_route_command("turn_left")
+    runtime.on_route_command("\u2603 garbage")
+    assert runtime.route_command == "turn_left"
+    assert runtime.metrics()["unknown_route_command"] == 1
+    assert not drive.run(3)[-1].is_fallback
+    # A planner without a schema (a baseline) takes any command, as before.
+    runtime, _ = _runtime("ideal")
+    runtime.on_route_command("anything")
+    assert runtime.route_command == "anything"
+
+
 def test_the_planner_forgets_the_old_timeline_before_its_first_plan_of_the_new_one() -> None:
     """After a time jump the planner's carry-over (streamed frames, the previous answer it
     drafts from) is forgotten on the worker, before the new epoch's first plan: live and

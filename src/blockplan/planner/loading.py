@@ -14,6 +14,7 @@ lives here, not in `blockplan.replay`, whose package pulls in the report and plo
 from __future__ import annotations
 
 import gc
+import hashlib
 import sys
 import time
 from pathlib import Path
@@ -100,6 +101,35 @@ def backend_of(planner: RuntimePlanner) -> str | None:
     baseline."""
     runner = getattr(planner, "runner", None)
     return getattr(runner, "name", None)
+
+
+def model_fingerprint(model: str) -> str | None:
+    """What the folder `model` names is on disk now, as a short text: its manifest's sha256
+    (the manifest holds every file's), "no manifest.json", or "no such folder"; None for a
+    baseline or random-init (nothing on disk). The node takes it at configure and refuses to
+    activate a folder that changed since (`check_model_unchanged`)."""
+    if model in BASELINES or model == RANDOM_INIT or model.startswith(f"{RANDOM_INIT}:"):
+        return None
+    try:
+        folder = resolve_model_dir(model)
+    except ModelLoadError:
+        return "no such folder"
+    try:
+        data = (folder / MANIFEST_NAME).read_bytes()
+    except OSError:
+        return f"no {MANIFEST_NAME}"
+    return f"{MANIFEST_NAME} sha256 {hashlib.sha256(data).hexdigest()[:16]}"
+
+
+def check_model_unchanged(model: str, configured: str | None, where: str = "model.dir") -> None:
+    """Raise ModelLoadError when the folder `model` is not what it was at configure
+    (`configured`, its `model_fingerprint` then)."""
+    now = model_fingerprint(model)
+    if now != configured:
+        raise ModelLoadError(
+            f"{where}={model!r}: the model folder changed on disk since configure ({configured} "
+            f"-> {now}); not loading it: cleanup and configure again to take the new folder"
+        )
 
 
 def load_verified_planner(config: PlannerConfig) -> RuntimePlanner:

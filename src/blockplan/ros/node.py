@@ -7,10 +7,14 @@ exercises.
 
 Lifecycle (as in ros2/demos lifecycle_py):
 * configure: declare the parameters with descriptors (`blockplan.ros.params`), build the config
-  through the mapping `load_config` uses, create the publishers and subscriptions;
-* activate: load the model (checksums verified), warm it up, start the runtime (its inference
-  worker thread) and the control and diagnostics timers, enable the publishers;
-* deactivate: stop the timers and the worker, drop the model, free accelerator memory;
+  through the mapping `load_config` uses, create the publishers and subscriptions, note what
+  the model folder is (its manifest's digest);
+* activate: refuse a model folder that changed on disk since configure, load the model
+  (checksums verified), warm it up, start the runtime (its inference worker thread) and the
+  control and diagnostics timers, enable the publishers; a refused activate says why on
+  /diagnostics too (`blockplan: model` ERROR);
+* deactivate: stop the timers and the worker, drop the model, free accelerator memory, say so
+  on /diagnostics once;
 * cleanup / shutdown / error: release everything.
 A transition that cannot complete logs why and returns FAILURE (the node stays where it was);
 an unexpected exception returns ERROR, also with the reason logged.
@@ -43,10 +47,12 @@ import time
 from typing import Any
 
 import rclpy
+from lifecycle_msgs.srv import ChangeState
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.exceptions import InvalidTopicNameException, ParameterException
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.qos import QoSProfile
 
@@ -56,6 +62,7 @@ from blockplan.bags import (
     ModuleMessages,
     OdometryError,
     beside_from_msg,
+    diagnostics_to_msg,
     header_stamp_ns,
     image_msg_to_frame,
     lane_pose_from_msg,
@@ -77,7 +84,9 @@ from blockplan.messages.tick import (
 from blockplan.planner.loading import (
     ModelLoadError,
     backend_of,
+    check_model_unchanged,
     load_verified_planner,
+    model_fingerprint,
     release_accelerator_memory,
     warm_up,
     weights_of,
@@ -102,9 +111,11 @@ from blockplan.ros.params import (
 )
 from blockplan.runtime import InvalidInput, PlannerRuntime, ThreadWorker, plan_postprocess
 from blockplan.runtime.cpu import CpuMeter
+from blockplan.runtime.health import ERROR, OK, WARN, DiagnosticStatusData
 from blockplan.runtime.robot import RobotRuntime
 
 EXIT_LINGER_S = 0.3
+RCLError = _rclpy.RCLError
 
 
 class PlannerNode(Node):
@@ -129,8 +140,37 @@ class PlannerNode(Node):
         self._warmup_ms = 0.0
         self._weights: str | None = None  # what the loaded model's weights are (diagnostics)
         self._backend: str | None = None  # the backend it runs on (model.backend resolved)
+        self._model_pin: str | None = None  # the model folder at configure (model_fingerprint)
+        self._configured_values: dict[str, Any] = {}  # the parameters configure used
+        self._pending: dict[str, Any] = {}  # accepted changes, applied at the next configure
+        self._refused: list[str] = []  # refused changes since the last diagnostics
         # the runtime's Python warnings (time jumps, stale inputs) as this node's log lines
         self._log_route = route_package_logging(self.get_logger())
+        self._guard_change_state()
+
+    def _guard_change_state(self) -> None:
+        """rclpy's change_state service raises out of the executor, ending the process, for a
+        transition id the current state does not have (`activate` while active: a
+        launch file's ChangeState event racing a `ros2 lifecycle set`, any client that sends
+        ids). Such a request is refused instead, the node staying where it is."""
+        for service in self.services:
+            if service.srv_type is not ChangeState:
+                continue
+            inner = service.callback
+
+            def change_state(request: Any, response: Any, inner: Any = inner) -> Any:
+                try:
+                    return inner(request, response)
+                except RCLError as e:
+                    state = self._state_machine.current_state[1]
+                    self.get_logger().error(
+                        f"lifecycle transition {request.transition.id} refused in state "
+                        f"{state!r}: {str(e).split(',')[0]}"
+                    )
+                    response.success = False
+                    return response
+
+            service.callback = change_state
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -145,6 +185,8 @@ class PlannerNode(Node):
             self._destroy_io()
             return self._error("configure", e)
         self._config = config
+        # What the model folder is now: activate refuses one that changed meanwhile.
+        self._model_pin = model_fingerprint(config.model.dir)
         cameras = ", ".join(f"{c.name} ({c.transport})" for c in config.cameras)
         self.get_logger().info(
             f"configured: model {config.model.dir}, cameras {cameras}, "
@@ -156,10 +198,12 @@ class PlannerNode(Node):
         config = self._config
         assert config is not None, "activate is only reachable from inactive"
         try:
+            check_model_unchanged(config.model.dir, self._model_pin)
             planner = load_verified_planner(config)
             warmup_ms = warm_up(planner, config)
         except (ModelLoadError, ConfigError) as e:
             release_accelerator_memory()  # what a half-loaded model allocated
+            self._report(DiagnosticStatusData("blockplan: model", ERROR, f"activate failed: {e}"))
             return self._fail("activate", e)
         except Exception as e:  # reported, not swallowed: the node goes to errorprocessing
             release_accelerator_memory()
@@ -197,6 +241,10 @@ class PlannerNode(Node):
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
         self._stop()
+        # The last word on /diagnostics until activated again (a monitor would otherwise
+        # keep the last "publishing plans").
+        message = "inactive (deactivated): not planning, no trajectory published"
+        self._report(DiagnosticStatusData("blockplan: control loop", WARN, message))
         self.get_logger().info("inactive: timers stopped, model released")
         return super().on_deactivate(state)
 
@@ -256,7 +304,9 @@ class PlannerNode(Node):
         unknown = unknown_parameters(given, self._declared)
         if unknown:
             raise ConfigError(f"unknown parameter(s) {unknown}: not fields of the planner config")
-        config = config_from_values(self._values())
+        values = self._values()
+        config = config_from_values(values)
+        self._configured_values, self._pending, self._refused = values, {}, []
         if not self._is_validating_changes:
             self.add_on_set_parameters_callback(self._on_set_parameters)
             self._is_validating_changes = True
@@ -276,9 +326,33 @@ class PlannerNode(Node):
         try:
             config_from_values({**self._values(), **changes})
         except ConfigError as e:
+            given = ", ".join(f"{k}={v!r}" for k, v in sorted(changes.items()))
+            self._refused = [*self._refused[-4:], f"{given} ({e})"]
             return SetParametersResult(successful=False, reason=str(e))
+        for name, value in changes.items():
+            if name in self._configured_values and value == self._configured_values[name]:
+                self._pending.pop(name, None)  # back to what runs
+            else:
+                self._pending[name] = value
         self.get_logger().info(f"{sorted(changes)} changed: applied at the next configure")
         return SetParametersResult(successful=True)
+
+    def _parameters_status(self) -> DiagnosticStatusData:
+        """`blockplan: parameters`: OK while the parameters are those the running config
+        was built from; WARN naming the changes that wait for the next configure and the
+        changes refused since the last diagnostics."""
+        pending, refused = dict(self._pending), self._refused
+        self._refused = []
+        parts = []
+        if pending:
+            changed = ", ".join(f"{k}={v!r}" for k, v in sorted(pending.items()))
+            parts.append(f"changed since configure, applied at the next configure: {changed}")
+        if refused:
+            parts.append(f"refused: {'; '.join(refused)}")
+        values = {"pending": ", ".join(sorted(pending)) or "none"}
+        if not parts:
+            return DiagnosticStatusData("blockplan: parameters", OK, "as configured", values=values)
+        return DiagnosticStatusData("blockplan: parameters", WARN, "; ".join(parts), values=values)
 
     # ------------------------------------------------------------------ wiring
 
@@ -290,12 +364,12 @@ class PlannerNode(Node):
             TRAJECTORY: ("nav_msgs/msg/Path", node_topic(topics.trajectory)),
             ROLLOUTS: ("visualization_msgs/msg/MarkerArray", node_topic(topics.rollouts)),
             REASONING: ("std_msgs/msg/String", node_topic(topics.reasoning)),
-            DIAGNOSTICS: ("diagnostic_msgs/msg/DiagnosticArray", topics.diagnostics),
         }
         for key, (msgtype, topic) in kinds.items():
             self._outputs[key] = self.create_lifecycle_publisher(
                 ns.message_class(msgtype), topic, OUTPUT_QOS
             )
+        self._create_diagnostics_publisher(topics.diagnostics)
         for camera in config.cameras:
             topic, msgtype = camera_subscription(camera)
             self._subscribe(msgtype, topic, self._image_callback(camera.name, topic), CAMERA_QOS)
@@ -317,12 +391,12 @@ class PlannerNode(Node):
             TWIST: ("geometry_msgs/msg/TwistStamped", node_topic(robot.twist_topic)),
             GRIPPER: ("std_msgs/msg/Float64", node_topic(robot.gripper_topic)),
             CHUNK: ("trajectory_msgs/msg/JointTrajectory", node_topic(robot.chunk_topic)),
-            DIAGNOSTICS: ("diagnostic_msgs/msg/DiagnosticArray", config.topics.diagnostics),
         }
         for key, (msgtype, topic) in kinds.items():
             self._outputs[key] = self.create_lifecycle_publisher(
                 ns.message_class(msgtype), topic, OUTPUT_QOS
             )
+        self._create_diagnostics_publisher(config.topics.diagnostics)
         for camera in config.cameras:
             topic, msgtype = camera_subscription(camera)
             self._subscribe(msgtype, topic, self._image_callback(camera.name, topic), CAMERA_QOS)
@@ -330,6 +404,20 @@ class PlannerNode(Node):
         self._subscribe("sensor_msgs/msg/JointState", joints, self._on_joint_state, ODOMETRY_QOS)
         instruction = node_topic(robot.instruction_topic)
         self._subscribe("std_msgs/msg/String", instruction, self._on_instruction, ROUTE_QOS)
+
+    def _create_diagnostics_publisher(self, topic: str) -> None:
+        """/diagnostics is a plain publisher (from configure to cleanup): the node also says
+        there why it is not active (a refused activate, a deactivate). While active only the
+        diagnostics timer publishes on it."""
+        cls = self._ns.message_class("diagnostic_msgs/msg/DiagnosticArray")
+        self._outputs[DIAGNOSTICS] = self.create_publisher(cls, topic, OUTPUT_QOS)
+
+    def _report(self, *statuses: DiagnosticStatusData) -> None:
+        """Publish these statuses on /diagnostics at once (outside the diagnostics timer)."""
+        if DIAGNOSTICS not in self._outputs:
+            return
+        stamp_ns = self.get_clock().now().nanoseconds
+        self._publish(DIAGNOSTICS, diagnostics_to_msg(self._ns, stamp_ns, list(statuses)))
 
     def _subscribe(self, msgtype: str, topic: str, callback: Any, qos: QoSProfile) -> None:
         cls = self._ns.message_class(msgtype)
@@ -451,6 +539,7 @@ class PlannerNode(Node):
             statuses = [
                 model_status(config, self._warmup_ms, self._weights, self._backend),
                 *runtime.diagnostics(),
+                self._parameters_status(),
             ]
             if self._cpu is not None:
                 statuses.append(

@@ -61,6 +61,7 @@ class RuntimeCore:
         self.period_ns = seconds_to_ns(1.0 / config.control.rate_hz)
         self.epoch = 0
         self.last_problem: dict[str, str] = {}
+        self.last_time_jump: str | None = None  # why the runtime last reset
         self._last_tick_ns: int | None = None
         self._events: list[str] = []
         self._num_invalid_reported = 0
@@ -103,6 +104,7 @@ class RuntimeCore:
         self.epoch += 1
         self._last_tick_ns = None
         self.health.count(Count.TIME_JUMPS)
+        self.last_time_jump = reason
         self._events.append(f"time jump: {reason}")
         log.warning("time jump, runtime reset: %s", reason)
 

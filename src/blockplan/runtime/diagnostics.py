@@ -1,7 +1,9 @@
 """The runtime's health as diagnostic statuses (one per concern), ROS-free.
 
-* `blockplan: control loop` — OK; WARN when the last tick published a fallback; ERROR when
-  the last planner call failed. Values: counters and latency percentiles.
+* `blockplan: control loop` — OK; WARN when the last tick published a fallback, or when the
+  runtime reset after a time jump since the previous snapshot (the message says why: the
+  clock or a stamp went back); ERROR when the last planner call failed. Values: counters and
+  latency percentiles.
 * `blockplan: comfort` — OK while the newest plan keeps to the comfort limits (`comfort.*`);
   WARN naming the exceeded checks otherwise (the plan is published all the same: only the
   hard `gates.*` reject). Values: counts and the newest plan's peaks.
@@ -12,7 +14,8 @@
   (`max_lane_pose_age_s`, `max_lead_age_s`, `max_beside_age_s`), WARN when none is: the source is silent and the planner plans without
   it (a request counts against the window's stamp: `requests_without_*`). Values: the
   report's age and values.
-* `blockplan: inputs` — WARN while any input has been rejected since the previous snapshot.
+* `blockplan: inputs` — WARN while any input has been rejected since the previous snapshot,
+  the message naming each kind rejected since then with its newest detail.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class DiagnosedRuntime(Protocol):
     ego: EgoHistory
     last_output: TickOutput | None
     last_problem: dict[str, str]
+    last_time_jump: str | None
     newest: AcceptedPlan | None
     reads_lane_pose: bool
     reads_lead: bool
@@ -71,9 +75,9 @@ _LOOP_COUNTS = (
 
 
 def diagnostic_statuses(
-    runtime: DiagnosedRuntime, num_invalid_reported: int
+    runtime: DiagnosedRuntime, previous: dict[str, int]
 ) -> list[DiagnosticStatusData]:
-    """`num_invalid_reported`: `invalid_inputs` at the previous snapshot."""
+    """`previous`: the counters at the previous snapshot (`Health.counts()`; empty: none)."""
     counts = runtime.health.counts()
     latency = runtime.health.latencies_ms()
     last = runtime.last_output
@@ -86,6 +90,9 @@ def diagnostic_statuses(
         level, message = WARN, f"fallback: {last.reason}"
     if last is not None and any(e.startswith("planner error") for e in last.events):
         level, message = ERROR, runtime.last_problem.get("planner", "planner error")
+    if counts[Count.TIME_JUMPS.value] > previous.get(Count.TIME_JUMPS.value, 0):
+        level = max(level, WARN)
+        message = f"time jump, runtime reset: {runtime.last_time_jump}; {message}"
     values: dict[str, object] = {c.value: counts[c.value] for c in _LOOP_COUNTS}
     for which in ("inference", "tick", "plan_age"):
         for stat in ("p50", "p99"):
@@ -140,8 +147,15 @@ def diagnostic_statuses(
             )
 
     inputs = runtime.health.input_counts()
-    level = WARN if counts["invalid_inputs"] > num_invalid_reported else OK
-    message = "; ".join(f"{k}: {v}" for k, v in sorted(runtime.last_problem.items())) or "ok"
+    new = {k: n - previous.get(k, 0) for k, n in counts.items() if k in inputs}
+    rejected = sorted(k for k in runtime.last_problem if new.get(k, 0) > 0)
+    if counts["invalid_inputs"] > previous.get("invalid_inputs", 0):
+        level = WARN
+        message = "; ".join(f"{k} x{new[k]}: {runtime.last_problem[k]}" for k in rejected)
+        message = message or "inputs rejected since the last snapshot"
+    else:
+        level = OK
+        message = "; ".join(f"{k}: {v}" for k, v in sorted(runtime.last_problem.items())) or "ok"
     statuses.append(DiagnosticStatusData("blockplan: inputs", level, message, values=inputs))
     return statuses
 

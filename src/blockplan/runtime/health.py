@@ -103,6 +103,8 @@ class InvalidInput(str, enum.Enum):
     # a lanes-beside report with another layout, a negative or fractional lane count, a
     # negative gap or a car without a finite speed
     BESIDE_INVALID = "beside_invalid"
+    # a route command the planner's schema does not have (the previous one is kept)
+    UNKNOWN_ROUTE_COMMAND = "unknown_route_command"
 
 
 # What `blockplan: inputs` reports: dropped and rejected inputs (every InvalidInput too).

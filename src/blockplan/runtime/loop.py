@@ -83,6 +83,10 @@ class PlannerRuntime(RuntimeCore):
         # The stop keeps to the comfort jerk where it can (a fallback is not an emergency).
         self.fallback = Fallback(config.fallback, config.trajectory, config.comfort)
         self.route_command = DEFAULT_ROUTE_COMMAND
+        # The commands the planner's prompt knows (None: it takes any, e.g. a baseline): any
+        # other is refused on arrival rather than failing every plan until the next one.
+        commands = getattr(getattr(planner, "schema", None), "route_commands", None)
+        self.route_commands: tuple[str, ...] | None = None if commands is None else tuple(commands)
         # The recent lane poses (offset, heading error) and cars ahead (gap, speed), 256 each:
         # over their max age even at 1 kHz. Only a planner whose ego encoder reads them is
         # given one (model/ego.py).
@@ -109,6 +113,8 @@ class PlannerRuntime(RuntimeCore):
         # (stamp, degraded?) of this epoch's last request: a window whose newest frame is not
         # newer is not planned again (its plan would be dropped as adding nothing).
         self._last_request: tuple[int, bool] | None = None
+        # The counters at the previous diagnostics snapshot: what happened since is reported.
+        self._reported_counts: dict[str, int] = {}
         if request_windows is not None:
             self._schedule = {w.stamp_ns: w for w in request_windows}
 
@@ -133,6 +139,15 @@ class PlannerRuntime(RuntimeCore):
         return result
 
     def on_route_command(self, command: str) -> None:
+        """The route command of the next requests; one the planner does not know is an
+        invalid input (the previous command stays)."""
+        if self.route_commands is not None and command not in self.route_commands:
+            self.on_invalid_input(
+                InvalidInput.UNKNOWN_ROUTE_COMMAND,
+                f"route command {command[:40]!r}: not one of {list(self.route_commands)}; "
+                f"keeping {self.route_command!r}",
+            )
+            return
         self.route_command = command
 
     def on_lane_pose(self, stamp_ns: int, offset_m: float, heading_error_rad: float) -> None:
@@ -399,8 +414,9 @@ class PlannerRuntime(RuntimeCore):
     def diagnostics(self) -> list[DiagnosticStatusData]:
         """The diagnostics snapshot; `blockplan: inputs` warns about rejections since the
         previous call."""
-        statuses = diagnostic_statuses(self, self._num_invalid_reported)
-        self._num_invalid_reported = self.health.counts()["invalid_inputs"]
+        counts = self.health.counts()
+        statuses = diagnostic_statuses(self, self._reported_counts)
+        self._reported_counts = counts
         return statuses
 
     def metrics(self) -> dict:
