@@ -17,7 +17,8 @@ The same shard format as the simulator's data set (sim/dataset.py), one shard pe
   by a lane width is bridged by the step before it); without it, how far the end of the 5 s
   path lies beside the constant-curvature arc from the start pose with the same length and
   heading change (`arc_offset`). A bag has no map: the future "crosses a junction" when the
-  route command at t0 is `straight` (the simulator knows the junction itself);
+  route command at t0 is one a navigation gives at a junction (`straight`, `turn_left`,
+  `turn_right`; the simulator knows the junction itself);
 * critical objects and the explanation cannot be labelled from a bag: the shard's
   `known_sections` marks them unknown (their slots hold "no" and an empty explanation) and
   the training loss skips their tokens (train/objective.py).
@@ -82,7 +83,8 @@ CREATED_BY = "blockplan dataset --from-bags"
 MAX_ODOM_GAP_S = 0.5  # a longer gap in the odometry: no label across it
 # The sections a bag labels (the others are unknown): meta behaviour and trajectory.
 BAG_KNOWN_SECTIONS = ("future_meta_behavior", "trajectory")
-JUNCTION_COMMAND = "straight"  # the route command that says the route crosses a junction
+# The route commands a navigation gives at a junction: the future "crosses a junction"
+JUNCTION_COMMANDS = ("straight", "turn_left", "turn_right")
 
 
 class BagDatasetError(UserError, ValueError):
@@ -275,7 +277,7 @@ def label_from_odometry(
     if dlat is None:
         dlat = arc_offset(future_xy, dyaw)
     longitudinal, lateral = meta_behaviour(
-        speeds, dv, dyaw, dlat, route_command == JUNCTION_COMMAND
+        speeds, dv, dyaw, dlat, route_command in JUNCTION_COMMANDS
     )
     per_wp = int(round(WAYPOINT_PERIOD_S / FUTURE_DT_S))
     answer = DrivingAnswer(
