@@ -119,6 +119,14 @@ def test_resumes_and_reads_sqlite3(episode, tmp_path):
     _, other = _shards(build_bag_dataset([db3], tmp_path / "from-db3"))
     for key in ("images", "future_xy", "ego_history", "stamp_ns", "lateral", "longitudinal"):
         np.testing.assert_array_equal(other[key], shard[key])
+    # frames stored smaller: the tower's own resampling of the recorded ones
+    from blockplan.train.examples import resize_images
+
+    small = BagDatasetParams(image_size=(48, 80))
+    _, resized = _shards(build_bag_dataset([db3], tmp_path / "small", options=small))
+    assert resized["images"].shape == (3, 4, 2, 48, 80, 3)
+    want = resize_images(shard["images"].reshape(-1, 96, 160, 3), (48, 80))
+    np.testing.assert_array_equal(resized["images"].reshape(-1, 48, 80, 3), want)
 
 
 def test_a_bag_without_odometry_is_a_one_line_error(tmp_path, capsys):

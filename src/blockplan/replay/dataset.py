@@ -103,8 +103,14 @@ class BagDatasetParams:
     # Shares of the bags (by a hash of the bag's name) that go to val and test; 0: all train.
     val_fraction: float = 0.0
     test_fraction: float = 0.0
+    # Store the frames at this (height, width) (the vision tower's resampling), not at the
+    # cameras' own size: a vehicle's cameras make shards far larger than any model reads.
+    # None: as recorded.
+    image_size: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
+        if self.image_size is not None and (len(self.image_size) != 2 or min(self.image_size) < 1):
+            raise BagDatasetError(f"image_size={self.image_size}: must be (height, width) >= 1")
         if not self.sample_period_s > 0:
             raise BagDatasetError(f"sample_period={self.sample_period_s}: must be > 0 s")
         if self.start_s is not None and not self.start_s >= 0:
@@ -331,6 +337,7 @@ def bag_samples(
 ) -> tuple[dict[str, np.ndarray] | None, dict[str, Any]]:
     """The shard arrays of one bag (None when no sample qualifies) and what was counted."""
     from blockplan.replay.driver import check_bag, replay_bag
+    from blockplan.train.examples import resize_images
 
     topics = check_bag(bag, config)
     odom = read_odometry(bag, topics.odometry, config.topics.odom)
@@ -350,7 +357,7 @@ def bag_samples(
     names = list(config.camera_names)
     T = config.frame_window.num_frames
     cols: dict[str, list[Any]] = {}
-    counts = {"observations": len(planner.seen), "reversing": 0, "incomplete_window": 0}
+    counts = {"sample_times": len(planner.seen), "reversing": 0, "incomplete_window": 0}
     lateral_from = {"lane_pose": 0, "trajectory": 0}
     known = np.array([name in BAG_KNOWN_SECTIONS for name in SECTION_NAMES])
     for stamp in sorted(planner.seen):
@@ -371,6 +378,9 @@ def bag_samples(
         rel = stamp - odom.origin_ns
         a = label.answer
         images = np.stack([np.stack([f.image for f in by_camera[c]]) for c in names])
+        if params.image_size is not None:  # (K, T, H, W, 3) → each frame at image_size
+            small = resize_images(images.reshape(-1, *images.shape[2:]), params.image_size)
+            images = small.reshape(*images.shape[:2], *small.shape[1:])
         beside = np.full((2, 5), np.nan)
         if obs.beside is not None:
             beside = np.asarray(obs.beside, dtype=np.float64)
@@ -485,6 +495,7 @@ def build_bag_dataset(
     root = Path(out)
     doc = {
         **asdict(options),
+        "image_size": None if options.image_size is None else list(options.image_size),
         "cameras": list(config.camera_names),
         "num_frames": config.frame_window.num_frames,
         "frame_period_s": config.frame_window.frame_period_s,

@@ -101,11 +101,7 @@ class ExampleEncoder:
     def resize(self, images: np.ndarray) -> np.ndarray:
         """uint8 (N, H', W', 3) at any size → uint8 (N, H, W, 3) at the model's size, with the
         vision tower's own resampling (bilinear, antialiased)."""
-        if tuple(images.shape[1:3]) == self.size:
-            return np.ascontiguousarray(images)
-        x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float()
-        x = F.interpolate(x, size=self.size, mode="bilinear", antialias=True, align_corners=False)
-        return x.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
+        return resize_images(images, self.size)
 
     def prompt_ids(self, ego_history: np.ndarray, route_command: str) -> np.ndarray:
         """(P,) prompt ids for a (num_history, 6) ego history in the recipe's schema."""
@@ -129,6 +125,16 @@ class ExampleEncoder:
             answer, self.recipe.scaffold, self.recipe.tokenizer, self.recipe.schema
         )
         return ids
+
+
+def resize_images(images: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """uint8 (N, H', W', 3) → uint8 (N, H, W, 3) for `size` (H, W), with the vision tower's
+    own resampling (bilinear, antialiased); unchanged at that size already."""
+    if tuple(images.shape[1:3]) == tuple(size):
+        return np.ascontiguousarray(images)
+    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float()
+    x = F.interpolate(x, size=tuple(size), mode="bilinear", antialias=True, align_corners=False)
+    return x.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
 
 
 def resample_history(history: np.ndarray, period_s: float, schema) -> np.ndarray:
