@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-$(EXTRAS)
 ROS2 ?= ../shared/ros2
 ROS_STAMP := $(VENV)/.installed-ros
 
-.PHONY: venv system-deps ros-venv test test-ros test-all lint format demo clean
+.PHONY: venv system-deps ros-venv test test-ros test-all lint format demo cli-doc clean
 
 venv: $(STAMP)
 
@@ -62,6 +62,10 @@ test-all: lint system-deps
 
 demo: venv
 	$(VENV)/bin/blockplan demo
+
+# docs/CLI.md from the argparse parsers (tests/test_docs.py fails when it is stale).
+cli-doc: venv
+	$(PY) scripts/cli_doc.py
 
 clean:
 	rm -rf $(VENV) build install log .pytest_cache .ruff_cache src/*.egg-info

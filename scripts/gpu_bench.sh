@@ -15,8 +15,8 @@
 #      (BANDWIDTH_GBS, default 4800: an H200's HBM3e; 3350 for an H100 SXM); the forwards by
 #      width first, then the plan rounds, cut short at the limit with the finished rounds kept
 #                                           limit 440 s less the earlier steps' time, >= 160 s
-#   6. OUT_DIR/BENCHMARKS_gpu_torch.md: the section for docs/BENCHMARKS.md, the targets of
-#      issue 24 marked met / missed (scripts/gpu_bench_report.py)
+#   6. OUT_DIR/BENCHMARKS_gpu_torch.md: the section for docs/BENCHMARKS.md, the
+#      GPU targets marked met / missed (scripts/gpu_bench_report.py)
 # A step that fails or runs out of time is logged and the rest still run.
 # Usage: scripts/gpu_bench.sh [--dry] [OUT_DIR] [PYTHON]
 #   --dry: the same steps on the CPU with small shapes (qwen2.5-vl-test, float32, fewer

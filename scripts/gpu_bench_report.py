@@ -1,7 +1,9 @@
 """The markdown section scripts/gpu_bench.sh writes from its JSON files (OUT_DIR in argv[1]).
 
-Every number comes from the files of this run; the targets (issue 24) are checked against
+Every number comes from the files of this run; the GPU targets are checked against
 them and marked met / missed, nothing is assumed.
+
+    python scripts/gpu_bench_report.py OUT_DIR [--dry]
 """
 
 from __future__ import annotations
@@ -153,7 +155,7 @@ def main(out: Path, dry: bool) -> str:
         r = roll["graphs"]
         targets.append(("N = 4 rollouts <= 1.3x N = 1 (graphs)", r, r <= 1.3))
     if targets:
-        lines += ["| target (issue 24) | measured | met |", "|---|---|---|"]
+        lines += ["| target | measured | met |", "|---|---|---|"]
         for t, v, ok in targets:  # a dry run's CPU numbers are no test of GPU targets
             lines.append(f"| {t} | {v} | {'n/a (dry run)' if dry else 'yes' if ok else 'no'} |")
         lines.append("")

@@ -1,5 +1,5 @@
-"""The expert's own futures through the lane guard, per scenario (docs/BENCHMARKS.md "The
-lanes beside"): what share of a data set's samples the guard would keep if the planner
+"""The expert's own futures through the lane guard, per scenario (docs/BENCHMARKS.md
+"Validity gates"): what share of a data set's samples the guard would keep if the planner
 planned exactly what the expert drove.
 
     python scripts/lane_guard_pass_rates.py DATA_DIR [--split train] [--json out.json]

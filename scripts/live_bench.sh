@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The planner node in a live ROS 2 graph, measured (docs/BENCHMARKS.md "The node in a live
+# The planner node in a live ROS 2 graph, measured (docs/BENCHMARKS.md "The node in a live ROS 2
 # graph"): colcon-builds the package, launches planner.launch.py, plays a simulated bag into it
 # with `blockplan play --observe`, and prints the observer's summary: trajectory period
 # p50/p99, end-to-end latency (newest camera frame out -> the plan's reasoning in), and the

@@ -267,7 +267,16 @@ def test_overrides_apply_to_a_config_and_name_a_bad_one():
 def test_eval_refuses_a_bad_override_before_loading_data(tmp_path, capsys):
     from blockplan.cli import main
 
-    argv = ["eval", "--data", str(tmp_path / "none"), "--model", str(tmp_path / "none"),
-            "--json", str(tmp_path / "x.json"), "--set", "rollouts.temperature=hot"]  # fmt: skip
+    argv = [
+        "eval",
+        "--data",
+        str(tmp_path / "none"),
+        "--model",
+        str(tmp_path / "none"),
+        "--json",
+        str(tmp_path / "x.json"),
+        "--set",
+        "rollouts.temperature=hot",
+    ]
     assert main(argv) == 2
     assert "rollouts.temperature" in capsys.readouterr().err

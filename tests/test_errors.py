@@ -1,5 +1,5 @@
 """One error path for every command: a user's mistake is one `error: ...` line and exit
-status 1, never a traceback; Ctrl-C is one line and 130 (issue #19)."""
+status 1, never a traceback; Ctrl-C is one line and 130."""
 
 from __future__ import annotations
 

@@ -93,8 +93,22 @@ def test_pipelined_with_serial_thresholds_equals_section_diffusion(folder):
 @every_folder
 def test_bench_runs_on_the_folder(folder, tmp_path):
     report = tmp_path / "bench.json"
-    args = ["bench", "--model", str(folder), "--strategies", "pipelined,section_diffusion",
-            "--iters", "1", "--warmup", "0", "--no-hf", "--threads", "1", "--json", str(report)]  # fmt: skip
+    args = [
+        "bench",
+        "--model",
+        str(folder),
+        "--strategies",
+        "pipelined,section_diffusion",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+        "--no-hf",
+        "--threads",
+        "1",
+        "--json",
+        str(report),
+    ]
     assert main(args) == 0
     doc = json.loads(report.read_text())
     assert doc["strategies"]["pipelined"]["valid_fraction"] == 1.0
@@ -106,9 +120,27 @@ def test_closed_loop_and_the_demo_on_meta_world(folder, tmp_path):
 
     importorskip("metaworld")
     out = tmp_path / "cl.json"
-    args = ["closed-loop", "--embodiment", "robot", "--task", "reach", "--episodes", "1",
-            "--seed", "900000", "--policies", "model", "expert", "--max-steps", "12",
-            "--model", str(folder), "--json", str(out), "--no-progress"]  # fmt: skip
+    args = [
+        "closed-loop",
+        "--embodiment",
+        "robot",
+        "--task",
+        "reach",
+        "--episodes",
+        "1",
+        "--seed",
+        "900000",
+        "--policies",
+        "model",
+        "expert",
+        "--max-steps",
+        "12",
+        "--model",
+        str(folder),
+        "--json",
+        str(out),
+        "--no-progress",
+    ]
     assert main(args) == 0
     doc = json.loads(out.read_text())
     for policy in ("model", "expert"):
@@ -122,8 +154,17 @@ def test_closed_loop_and_the_demo_on_meta_world(folder, tmp_path):
             assert extra["final_distance_m"] >= 0.05
     assert "fallbacks" in doc["episodes"][0]["extra"]  # the model's episode comes first
     demo = tmp_path / "demo"
-    args = ["demo", "--embodiment", "robot", "--out", str(demo), "--max-steps", "12",
-            "--model", str(folder)]  # fmt: skip
+    args = [
+        "demo",
+        "--embodiment",
+        "robot",
+        "--out",
+        str(demo),
+        "--max-steps",
+        "12",
+        "--model",
+        str(folder),
+    ]
     assert main(args) == 0
     metrics = json.loads((demo / "metrics.json").read_text())
     # The recorded closed-loop run, replayed through the same runtime: the same commands.
@@ -164,11 +205,18 @@ def test_the_runtime_shows_the_model_what_training_showed_it(folder, tmp_path):
         write_demo_bag(demo, path, extra={"split": "train", "render_every": 4})
         episode = read_demo_bag(path)  # as build_dataset reads it (which keeps only successes)
         data = tmp_path / "dataset"
-        with RobotDatasetWriter(data, ("front", "wrist"), len(JOINT_NAMES), 4,
-                                CONTROL_PERIOD_S) as w:  # fmt: skip
-            w.add("train", episode.frames, episode.joints.astype(np.float32),
-                  episode.actions.astype(np.float32), episode.instruction, task="reach/seed_123",
-                  stamp_ns=episode.stamp_ns - episode.stamp_ns[0])  # fmt: skip
+        with RobotDatasetWriter(
+            data, ("front", "wrist"), len(JOINT_NAMES), 4, CONTROL_PERIOD_S
+        ) as w:
+            w.add(
+                "train",
+                episode.frames,
+                episode.joints.astype(np.float32),
+                episode.actions.astype(np.float32),
+                episode.instruction,
+                task="reach/seed_123",
+                stamp_ns=episode.stamp_ns - episode.stamp_ns[0],
+            )
         recipe = RobotRecipe.of_folder(folder, data)
         examples = load_robot_examples(data, "train", recipe)
         config, planner = robot_planner(folder)
@@ -206,6 +254,7 @@ def test_the_runtime_shows_the_model_what_training_showed_it(folder, tmp_path):
     for stamp, ids, images in seen:
         t = (stamp - START_NS) // period
         np.testing.assert_array_equal(ids, examples.prompt_ids[t])
-        trained = torch.cat([preprocess(torch.from_numpy(im.copy())[None])
-                             for im in examples.images[t]])  # fmt: skip
+        trained = torch.cat(
+            [preprocess(torch.from_numpy(im.copy())[None]) for im in examples.images[t]]
+        )
         torch.testing.assert_close(images, trained, atol=0, rtol=0)

@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "export": "export",
     "build-engine": "build_engine",
     "config": "config",
+    "recipe": "recipe",
 }
 
 # One-line help per command, kept here so `--help` imports no command module.
@@ -59,6 +60,7 @@ COMMAND_HELP: dict[str, str] = {
     "export": "export the model as static-shape ONNX graphs (vision per frame, decoder step)",
     "build-engine": "build TensorRT engines from an export folder (fp16, fp8 or int8)",
     "config": "validate a params file and print the resolved configuration",
+    "recipe": "make a model from its recipe (recipes/*.yaml): data, training, evaluation, card",
 }
 
 

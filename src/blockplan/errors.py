@@ -5,7 +5,7 @@ bag, an output folder, a data set — derives from `UserError` next to its usual
 (`ValueError`, `RuntimeError`), with a message that names the file or setting at fault. The
 `blockplan` command prints such an error as one line (`error: ...`, exit status 1; `-v`
 adds the traceback), as it does an `OSError` (a full disk, a read-only folder); anything
-else is a bug and keeps its traceback. README.md "Errors and what they mean".
+else is a bug and keeps its traceback. What each message means: docs/ERRORS.md.
 """
 
 from __future__ import annotations

@@ -332,8 +332,21 @@ def test_a_tampered_folder_export_fails_the_planner_and_the_cli_with_the_file_na
     (folder / "onnx" / DYNAMIC_FILE).write_bytes(b"not a graph")
     with pytest.raises(ExportError, match=DYNAMIC_FILE):
         Planner.from_folder(folder, with_backend(config, "onnxruntime", 1))
-    args = ["bench", "--model", str(folder), "--backend", "onnxruntime", "--strategies", "ar",
-            "--iters", "1", "--warmup", "0", "--no-hf", "--no-compute-floor"]  # fmt: skip
+    args = [
+        "bench",
+        "--model",
+        str(folder),
+        "--backend",
+        "onnxruntime",
+        "--strategies",
+        "ar",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+        "--no-hf",
+        "--no-compute-floor",
+    ]
     assert main(args) != 0
     assert DYNAMIC_FILE in capsys.readouterr().err
 

@@ -84,9 +84,28 @@ def test_the_ego_status_mlp_drives_fitted_on_the_data_set(tmp_path, capsys):
     data = write_dataset(tmp_path / "data", {"train": [0, 1, 2]}, cameras=cameras)
     out = tmp_path / "cl.json"
     mlps = ["ego_mlp", "ego_mlp_lane_pose", "ego_mlp_lead", "ego_mlp_beside"]
-    argv = ["-q", "closed-loop", "--scenario", "merge", "--episodes", "1", "--seed", "3",
-            "--duration", "1.5", "--policies", "expert", *mlps, "--model",
-            "constant-velocity", "--data", str(data), "--json", str(out), "--no-progress"]  # fmt: skip
+    argv = [
+        "-q",
+        "closed-loop",
+        "--scenario",
+        "merge",
+        "--episodes",
+        "1",
+        "--seed",
+        "3",
+        "--duration",
+        "1.5",
+        "--policies",
+        "expert",
+        *mlps,
+        "--model",
+        "constant-velocity",
+        "--data",
+        str(data),
+        "--json",
+        str(out),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     doc = json.loads(out.read_text())
     for policy in mlps:

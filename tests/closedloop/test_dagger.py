@@ -81,9 +81,28 @@ def test_the_expert_steers_back_from_where_the_planner_drifted(cv, rig) -> None:
 
 def test_dataset_policy_model_writes_training_samples_and_resumes(tmp_path) -> None:
     out = tmp_path / "onpolicy"
-    argv = ["dataset", "--scenario", "merge", "--episodes", "1", "--duration", "8",
-            "--seed-base", "914", "--policy-model", "constant-velocity", "--branch-every", "1",
-            "--val-fraction", "0", "--test-fraction", "0", "--no-export", "--out", str(out)]  # fmt: skip
+    argv = [
+        "dataset",
+        "--scenario",
+        "merge",
+        "--episodes",
+        "1",
+        "--duration",
+        "8",
+        "--seed-base",
+        "914",
+        "--policy-model",
+        "constant-velocity",
+        "--branch-every",
+        "1",
+        "--val-fraction",
+        "0",
+        "--test-fraction",
+        "0",
+        "--no-export",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["options"]["policy_model"] == "constant-velocity"
@@ -102,8 +121,20 @@ def test_dataset_policy_model_writes_training_samples_and_resumes(tmp_path) -> N
 
 
 def test_a_missing_policy_model_is_a_clear_error(tmp_path, capsys) -> None:
-    argv = ["dataset", "--scenario", "merge", "--episodes", "1", "--duration", "8",
-            "--policy-model", str(tmp_path / "nope"), "--no-export", "--out", str(tmp_path / "d")]  # fmt: skip
+    argv = [
+        "dataset",
+        "--scenario",
+        "merge",
+        "--episodes",
+        "1",
+        "--duration",
+        "8",
+        "--policy-model",
+        str(tmp_path / "nope"),
+        "--no-export",
+        "--out",
+        str(tmp_path / "d"),
+    ]
     assert main(argv) == 2
     assert "nope" in capsys.readouterr().err
     argv[argv.index(str(tmp_path / "nope"))] = "constant-velocity"
@@ -146,8 +177,15 @@ def test_a_branch_sample_is_what_the_runtime_showed_the_planner(rig) -> None:
         arrays = branch_arrays(log, t0, command, rig, options, explanation_budget_fits())
         sample = sample_observation(arrays, 0)
         history = ego_history_array(sample.ego_history, sample.stamp_ns, recipe.schema)
-        layout = render_prompt(seen, recipe.tokenizer, recipe.schema, mc.camera_names,
-                               mc.num_frames, mc.tokens_per_image, ego_tokens=mc.ego_tokens)  # fmt: skip
+        layout = render_prompt(
+            seen,
+            recipe.tokenizer,
+            recipe.schema,
+            mc.camera_names,
+            mc.num_frames,
+            mc.tokens_per_image,
+            ego_tokens=mc.ego_tokens,
+        )
         np.testing.assert_array_equal(
             layout.token_ids, encoder.prompt_ids(history, sample.route_command)
         )

@@ -295,8 +295,11 @@ def test_hinted_spec_equals_ar_whatever_the_hint(decoder_factory, scaffold_facto
         garbage[editable] = rng.integers(3, model.config.vocab_size, len(editable))
         foreign = _run(decoder_factory(seed + 10), scaffold, decode_ar, seed)[0].tokens[0]
         for name, hint in [
-            ("perfect", answer), ("partly", partly), ("garbage", garbage), ("foreign", foreign)
-        ]:  # fmt: skip
+            ("perfect", answer),
+            ("partly", partly),
+            ("garbage", garbage),
+            ("foreign", foreign),
+        ]:
             spec, stats, _ = _run(model, scaffold, _hinted(hint), seed)
             assert torch.equal(spec.tokens, ar.tokens), f"seed {seed} {name} hint"
             assert stats.num_forwards <= plain_stats.num_forwards + len(scaffold.blocks), name

@@ -19,7 +19,8 @@ from blockplan.model.flow_head import (
 )
 from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
 from blockplan.model.presets import preset_config
-from blockplan.model.weights import load_pretrained, read_config
+from blockplan.model.pretrained import load_pretrained
+from blockplan.model.weights import read_config
 from blockplan.schema import default_schema, default_tokenizer
 
 

@@ -66,9 +66,15 @@ def test_loss_is_text_sasd_plus_flow_and_flow_trains_the_decoder():
     assert x0.shape == (FLOW_SAMPLES * B, 5, 2)
     future = torch.cumsum(torch.full((B, 20, 2), 0.25), dim=1)
     out = module(
-        prompt, answer, images, torch.from_numpy(noisy), torch.from_numpy(masks),
-        future_xy=future, flow_noise=torch.from_numpy(x0), flow_tau=torch.from_numpy(tau),
-    )  # fmt: skip
+        prompt,
+        answer,
+        images,
+        torch.from_numpy(noisy),
+        torch.from_numpy(masks),
+        future_xy=future,
+        flow_noise=torch.from_numpy(x0),
+        flow_tau=torch.from_numpy(tau),
+    )
     sasd = 0.5 * out["diffusion"] + 0.5 * out["ar"]
     torch.testing.assert_close(out["loss"].detach(), sasd + out["flow"])
     module.zero_grad()
@@ -125,9 +131,28 @@ def test_cli_trains_a_flow_folder_that_plans(data, tmp_path, monkeypatch):
     from blockplan import cli
 
     out = tmp_path / "run"
-    argv = ["blockplan", "train", "--data", str(data), "--out", str(out), "--arch", "test",
-            "--cameras", *CAMERAS, "--trajectory-head", "flow", "--steps", "2",
-            "--batch-size", "2", "--save-every", "1", "--num-threads", "1"]  # fmt: skip
+    argv = [
+        "blockplan",
+        "train",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--arch",
+        "test",
+        "--cameras",
+        *CAMERAS,
+        "--trajectory-head",
+        "flow",
+        "--steps",
+        "2",
+        "--batch-size",
+        "2",
+        "--save-every",
+        "1",
+        "--num-threads",
+        "1",
+    ]
     monkeypatch.setattr(sys, "argv", argv)
     assert cli.main() == 0
     config = json.loads((out / "best" / "config.json").read_text())

@@ -9,7 +9,8 @@ import torch
 
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.model.masks import causal_mask
-from blockplan.model.weights import WeightsError, load_pretrained, save_pretrained
+from blockplan.model.pretrained import load_pretrained, save_pretrained
+from blockplan.model.weights import WeightsError
 from tests.optional import importorskip
 
 transformers = importorskip("transformers")

@@ -17,7 +17,8 @@ import torch
 from blockplan.model.config import ModelConfigError
 from blockplan.model.ego import EgoEncoder, EgoEncoderConfig
 from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
-from blockplan.model.weights import WeightsError, load_pretrained
+from blockplan.model.pretrained import load_pretrained
+from blockplan.model.weights import WeightsError
 from blockplan.schema import ego_history_array, render_prompt
 from blockplan.train.recipe import Recipe
 from blockplan.types import EgoState

@@ -1,6 +1,6 @@
 """manifest.json is all or nothing: it lists every file the loader reads and matches each, or
 loading is a WeightsError naming the file; a folder without one loads `unverified`, and says
-so (issue #19). Model folders are saved here and damaged in the test."""
+so. Model folders are saved here and damaged in the test."""
 
 from __future__ import annotations
 

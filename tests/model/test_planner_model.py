@@ -11,8 +11,8 @@ import torch
 
 from blockplan.model.config import DecoderConfig
 from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
+from blockplan.model.pretrained import load_pretrained
 from blockplan.model.vision import VisionConfig
-from blockplan.model.weights import load_pretrained
 from blockplan.schema.layout import ImageSpan
 
 

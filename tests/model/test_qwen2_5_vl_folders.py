@@ -10,12 +10,13 @@ import torch
 
 from blockplan.model.config import DecoderConfig, ModelConfigError
 from blockplan.model.layers import rope_cos_sin
+from blockplan.model.pretrained import load_pretrained
 from blockplan.model.qwen2_5_vl.config import QwenVLConfig, qwen2_5_vl_3b
 from blockplan.model.qwen2_5_vl.model import QwenVLModel, canonical_names
 from blockplan.model.qwen2_5_vl.preprocess import preprocess_image
 from blockplan.model.qwen2_5_vl.presets import qwen_test_config, random_qwen_model
 from blockplan.model.qwen2_5_vl.rope import mrope_positions
-from blockplan.model.weights import WeightsError, load_pretrained
+from blockplan.model.weights import WeightsError
 from tests.optional import importorskip
 
 

@@ -7,10 +7,11 @@ import json
 import pytest
 import torch
 
+from blockplan.model.pretrained import load_pretrained
 from blockplan.model.qwen2_5_vl.model import QwenVLModel
 from blockplan.model.qwen2_5_vl.preprocess import preprocess_image
 from blockplan.model.qwen2_5_vl.rope import mrope_positions
-from blockplan.model.weights import load_pretrained, write_manifest
+from blockplan.model.weights import write_manifest
 from tests.model.qwen_fixtures import IMAGE_ID, VEND_ID, VOCAB, VSTART_ID, hf_model
 from tests.optional import importorskip
 

@@ -187,7 +187,7 @@ def test_training_on_bags_skips_the_unknown_sections(episode, tmp_path):
     data = build_bag_dataset([bag, other], tmp_path / "data")
     out = tmp_path / "run"
     args = ["train", "--data", str(data), "--out", str(out), "--steps", "2"]
-    assert main([*args, "--batch-size", "2", "--log-every", "1", "--save-every", "2"]) == 0
+    assert main([*args, "--batch-size", "2", "--set", "log-every=1", "--save-every", "2"]) == 0
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in records if r.get("event") == "train"]
     assert len(steps) == 2

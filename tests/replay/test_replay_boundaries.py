@@ -1,4 +1,4 @@
-"""Replay at its boundaries (issue #19): output folders, Ctrl-C, the rate, zero-tick runs,
+"""Replay at its boundaries: output folders, Ctrl-C, the rate, zero-tick runs,
 errors that point at the right place, bags checked before the model, and what the summary,
 metrics.json, the report and /diagnostics say. Bags are made here with rosbags."""
 

@@ -31,7 +31,7 @@ def test_launch_activates_the_node_under_its_namespace_and_ctrl_c_ends_it(graph)
 
     # SIGINT to ros2 launch, as a supervisor sends it. (A terminal's Ctrl-C reaches every
     # process of the group; measured 0.6-2.2 s, mostly launch_ros's own lifecycle client
-    # teardown, README "Running on a vehicle".)
+    # teardown, docs/NODE.md "Running on a vehicle".)
     seconds = launch.interrupt()
     assert seconds < 2.0, f"ros2 launch took {seconds:.2f} s to end after SIGINT"
     assert launch.popen.returncode == 0, launch.output[-3000:]

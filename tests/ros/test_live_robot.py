@@ -32,10 +32,21 @@ def robot_bag(tmp_path_factory) -> Path:
     T = 320
     joints = np.tile([1.89, -0.58, -0.98, 1.64, 0.94, 1.04, 2.29, 0.0, 0.0], (T, 1))
     joints[:, 0] += np.linspace(0, 0.05, T)
-    frames = {t: {c: rng.integers(0, 255, (64, 64, 3), dtype=np.uint8) for c in ("front", "wrist")}
-              for t in range(0, T, 4)}  # fmt: skip
-    demo = Demonstration("reach", 0, "reach the red goal marker", joints, np.zeros_like(joints),
-                         np.zeros((T, 4)), frames, True, T)  # fmt: skip
+    frames = {
+        t: {c: rng.integers(0, 255, (64, 64, 3), dtype=np.uint8) for c in ("front", "wrist")}
+        for t in range(0, T, 4)
+    }
+    demo = Demonstration(
+        "reach",
+        0,
+        "reach the red goal marker",
+        joints,
+        np.zeros_like(joints),
+        np.zeros((T, 4)),
+        frames,
+        True,
+        T,
+    )
     path = tmp_path_factory.mktemp("robot") / "robot.mcap"
     write_demo_bag(demo, path)
     return path
@@ -61,12 +72,19 @@ class RobotWatch:
 
         def on_twist(msg):
             lin = msg.twist.linear
-            self.twist.append((time.time(), header_stamp_ns(msg), msg.header.frame_id,
-                               (lin.x, lin.y, lin.z)))  # fmt: skip
+            self.twist.append(
+                (time.time(), header_stamp_ns(msg), msg.header.frame_id, (lin.x, lin.y, lin.z))
+            )
 
         def on_chunk(msg):
-            self.chunks.append((header_stamp_ns(msg), list(msg.joint_names), len(msg.points),
-                                [list(p.positions) for p in msg.points]))  # fmt: skip
+            self.chunks.append(
+                (
+                    header_stamp_ns(msg),
+                    list(msg.joint_names),
+                    len(msg.points),
+                    [list(p.positions) for p in msg.points],
+                )
+            )
 
         def on_diagnostics(msg):
             self.diagnostics.append((time.time(), diagnostics_from_msg(msg)))
@@ -77,8 +95,10 @@ class RobotWatch:
             ("trajectory_msgs/msg/JointTrajectory", "/planning/action_chunk", on_chunk),
             ("diagnostic_msgs/msg/DiagnosticArray", "/diagnostics", on_diagnostics),
         ]
-        self.subs = [self.node.create_subscription(ns.message_class(t), topic, cb, OBSERVER_QOS)
-                     for t, topic, cb in subs]  # fmt: skip
+        self.subs = [
+            self.node.create_subscription(ns.message_class(t), topic, cb, OBSERVER_QOS)
+            for t, topic, cb in subs
+        ]
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)

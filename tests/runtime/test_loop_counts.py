@@ -1,4 +1,4 @@
-"""What the loop counts for inputs and results that are no error (issue #19): a re-sent
+"""What the loop counts for inputs and results that are no error: a re-sent
 odometry message is a duplicate, not out of order; a re-plan of a window that has not
 changed is not a discarded result."""
 

@@ -56,7 +56,7 @@ def make(planner=None, **robot):
             "control.max_plan_age_s": 0.5,
             "robot.instruction": "reach the red goal marker",
             **{f"robot.{k}": v for k, v in robot.items()},
-        }  # fmt: skip
+        }
     )
     clock = VirtualClock(10**12)
     planner = planner or ScriptedPlanner()
@@ -166,8 +166,13 @@ def test_planner_errors_and_invalid_chunks_never_stop_the_loop():
     counts = runtime.health.counts()
     assert counts["planner_errors"] == 1 and counts["invalid_plans"] == 1
     names = {s.name: s for s in runtime.diagnostics()}
-    assert {"blockplan: control loop", "blockplan: joint states", "blockplan: inputs",
-            "blockplan: camera front", "blockplan: camera wrist"} <= set(names)  # fmt: skip
+    assert {
+        "blockplan: control loop",
+        "blockplan: joint states",
+        "blockplan: inputs",
+        "blockplan: camera front",
+        "blockplan: camera wrist",
+    } <= set(names)
 
 
 def test_bad_joint_states_are_rejected_and_reported():

@@ -1,4 +1,4 @@
-"""Our own simulated data is valid input (issue #19): the expert's lane changes stay
+"""Our own simulated data is valid input: the expert's lane changes stay
 drivable, so `blockplan simulate` bags replay without a single rejected input (they used to
 start lane changes with a 3.4 g yaw-rate step the odometry check rightly flagged)."""
 

@@ -122,8 +122,7 @@ def test_robot_demos_resume_and_build_a_data_set_split_by_seed(tmp_path):
     from blockplan.train.robot_data import episodes_of, read_robot_manifest
 
     counts = {"train": 1, "val": 1}
-    first = record_demos(tmp_path, ["reach"], counts, render_every=40, image_size=16,
-                         max_steps=150)  # fmt: skip
+    first = record_demos(tmp_path, ["reach"], counts, render_every=40, image_size=16, max_steps=150)
     assert first == {"recorded": 2, "kept": 0, "planned": 2}
     again = record_demos(tmp_path, ["reach"], counts, render_every=40, image_size=16)
     assert again == {"recorded": 0, "kept": 2, "planned": 2}

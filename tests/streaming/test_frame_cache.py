@@ -71,7 +71,7 @@ def test_windows_sharing_any_number_of_frames_at_any_slot():
 def test_frames_held_before_a_disjoint_window_stay_reusable():
     """After a pause in requests (a burst of bad odometry) the frame window still prefers
     frames earlier requests used, so a window may share frames only with the windows before
-    a disjoint one: they must still be held, or every window stays disjoint (issue #19)."""
+    a disjoint one: they must still be held, or every window stays disjoint."""
     windows = [
         [[0, 1, 2]],
         [[1, 2, 3]],

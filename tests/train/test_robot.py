@@ -288,7 +288,8 @@ def test_the_scene_token_reads_out_the_scene_and_feeds_it_to_the_decoder(data, t
     positions and its embedding is one more visual token. The scene loss trains the head
     (through the tower), the policy's loss reaches the head through the token, the serving
     path computes the same tokens as training, and the folder keeps the head (it plans)."""
-    from blockplan.model.weights import load_pretrained, read_state_dict
+    from blockplan.model.pretrained import load_pretrained
+    from blockplan.model.weights import read_state_dict
     from blockplan.train.robot_trainer import RobotTrainConfig, RobotTrainer
     from blockplan.train.trainer import TrainError
 
@@ -403,8 +404,9 @@ def test_tower_pretraining_on_scene_frames_then_keeps_the_perception_fixed(data,
     scenes.mkdir()
     (scenes / "manifest.json").write_text(json.dumps(manifest))
     n = len(examples)
-    write_shard(shard_path(scenes, "reach", 0, n - 1), examples.images, examples.scene,
-                np.arange(n))  # fmt: skip
+    write_shard(
+        shard_path(scenes, "reach", 0, n - 1), examples.images, examples.scene, np.arange(n)
+    )
     frames = load_scene_frames(scenes, cameras, 16)
     assert frames.images.shape[:2] == (n, len(cameras))
 
@@ -430,11 +432,21 @@ def test_tower_pretraining_on_scene_frames_then_keeps_the_perception_fixed(data,
 
     with pytest.raises(TrainError, match="scene token"):
         plain = RobotRecipe.build("robot-test", data, horizon=3, num_bins=16)
-        RobotTrainer(plain, load_robot_examples(data, "train", plain), tmp_path / "y",
-                     RobotTrainConfig(1, 1, tower_steps=1), tower_set=frames)  # fmt: skip
+        RobotTrainer(
+            plain,
+            load_robot_examples(data, "train", plain),
+            tmp_path / "y",
+            RobotTrainConfig(1, 1, tower_steps=1),
+            tower_set=frames,
+        )
     with pytest.raises(TrainError, match="tower_steps"):
-        RobotTrainer(recipe, examples, tmp_path / "y", RobotTrainConfig(1, 1, scene_weight=1),
-                     tower_set=frames)  # fmt: skip
+        RobotTrainer(
+            recipe,
+            examples,
+            tmp_path / "y",
+            RobotTrainConfig(1, 1, scene_weight=1),
+            tower_set=frames,
+        )
 
     run = tmp_path / "run"
     argv = ["train", "--embodiment", "robot", "--data", str(data), "--out", str(run)]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from blockplan.model.weights import load_pretrained
+from blockplan.model.pretrained import load_pretrained
 from blockplan.train.distributed import parameter_digest
 from blockplan.train.examples import load_shards
 from blockplan.train.recipe import Recipe

@@ -4,8 +4,9 @@
 the same way; `onnxruntime` and `tensorrt` run the static-shape graphs of `blockplan export`.
 """
 
-from blockplan.backends.base import Backend, TorchBackend
-from blockplan.backends.factory import ONNX_SUBDIR, BackendSetupError, create_backend
+from blockplan.backends.base import Backend, BackendSetupError, TorchBackend
+from blockplan.backends.exports import ONNX_SUBDIR
+from blockplan.backends.factory import create_backend
 from blockplan.backends.step import StepBackend, StepExecutor, TorchGraphExecutor
 
 __all__ = [

@@ -13,8 +13,13 @@ from typing import Protocol
 import torch
 
 from blockplan.decoding.kv_cache import KVCache
+from blockplan.errors import UserError
 from blockplan.model.config import DecoderConfig
 from blockplan.model.planner_model import PlannerModel
+
+
+class BackendSetupError(UserError, ValueError):
+    """The named backend cannot run here (missing package, GPU or graphs); says why."""
 
 
 class Backend(Protocol):

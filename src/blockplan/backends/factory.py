@@ -13,17 +13,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from blockplan.backends.base import Backend, TorchBackend
+from blockplan.backends.base import Backend, BackendSetupError, TorchBackend
+from blockplan.backends.exports import matching_export
 from blockplan.backends.step import StepBackend
-from blockplan.errors import UserError
-from blockplan.export.onnx_export import SIDECAR, VERSION, export_onnx, model_sha256
+from blockplan.export.onnx_export import export_onnx, model_sha256
 from blockplan.model.planner_model import PlannerModel
-
-ONNX_SUBDIR = "onnx"
-
-
-class BackendSetupError(UserError, ValueError):
-    """The named backend cannot run here (missing package, GPU or graphs); says why."""
 
 
 def create_backend(
@@ -56,7 +50,7 @@ def create_backend(
         from blockplan.backends.ort import OrtExecutor
 
         batches = (1, max_batch) if model.flow_head is not None else ()
-        onnx_dir = _matching_export(folder, sha, max_len, batches)
+        onnx_dir = matching_export(folder, sha, max_len, batches)
         if onnx_dir is not None:
             return StepBackend(name, model, OrtExecutor(onnx_dir, sha, num_threads))
         with tempfile.TemporaryDirectory(prefix="blockplan-onnx-") as tmp:
@@ -68,21 +62,3 @@ def create_backend(
 
         return tensorrt_backend(model, sha, max_len, max_batch, folder, engine_dir, precision)
     raise BackendSetupError(f"model.backend={name!r}: must be torch, onnxruntime or tensorrt")
-
-
-def _matching_export(
-    folder: Path | None, sha: str, max_len: int, flow_batches: tuple[int, ...] = ()
-) -> Path | None:
-    import json
-
-    if folder is None or not (folder / ONNX_SUBDIR / SIDECAR).is_file():
-        return None
-    sidecar = json.loads((folder / ONNX_SUBDIR / SIDECAR).read_text())
-    if sidecar.get("model_sha256") != sha or sidecar.get("max_len") != max_len:
-        return None
-    if sidecar.get("version", 1) < VERSION:  # an older dynamic graph: export anew
-        return None
-    exported = set((sidecar.get("flow_head") or {}).get("batches", ()))
-    if not set(flow_batches) <= exported:  # a flow head's graph for each batch it runs at
-        return None
-    return folder / ONNX_SUBDIR

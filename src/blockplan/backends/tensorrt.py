@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from blockplan.backends.base import BackendSetupError
+from blockplan.backends.exports import matching_export
 from blockplan.backends.step import StepBackend
 from blockplan.backends.trt_build import (
     ENGINE_SIDECAR,
@@ -145,8 +147,6 @@ def tensorrt_backend(
 ) -> StepBackend:
     """Engines for `model` from the cache (`engine_dir`, default `default_engine_root()`),
     built first from the model folder's export — or a fresh one — where missing."""
-    from blockplan.backends.factory import BackendSetupError, _matching_export
-
     if not torch.cuda.is_available():
         raise BackendSetupError("model.backend='tensorrt': no CUDA device here")
     try:
@@ -156,7 +156,7 @@ def tensorrt_backend(
     root = Path(engine_dir) if engine_dir is not None else default_engine_root()
     cached = root / current_key(sha, precision)
     if not (cached / ENGINE_SIDECAR).is_file():
-        onnx_dir = _matching_export(folder, sha, max_len)
+        onnx_dir = matching_export(folder, sha, max_len)
         # an ONNX-Runtime-only export (the dynamic step, no static window) cannot build
         if onnx_dir is not None and read_sidecar(onnx_dir).get("windows"):
             build_engines(onnx_dir, root, precision)

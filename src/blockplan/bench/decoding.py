@@ -307,8 +307,18 @@ def flow_head_report(
             "mean_waypoint_diff_m": round(float(np.mean(diffs[1::2])), 4),
             "evaluations": calls,
         }
-    out.update({k: out["n1"][k] for k in ("ms_uncached", "ms_cached", "cached_speedup",
-                                          "max_waypoint_diff_m", "mean_waypoint_diff_m")})  # fmt: skip
+    out.update(
+        {
+            k: out["n1"][k]
+            for k in (
+                "ms_uncached",
+                "ms_cached",
+                "cached_speedup",
+                "max_waypoint_diff_m",
+                "mean_waypoint_diff_m",
+            )
+        }
+    )
     return out
 
 

@@ -241,7 +241,7 @@ def _drive(
                     out.branch_command.append(
                         route_command(
                             world.env.road.network, world.route, ego.position, float(ego.speed)
-                        )  # fmt: skip
+                        )
                     )
             if i % spec.replan_every == 0:
                 driver.replan(pose)

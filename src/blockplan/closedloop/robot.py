@@ -56,8 +56,15 @@ class EpisodeResult:
 class BlindPolicy:
     """Joint positions + task one-hot → an (H, D) chunk; MSE on the train split."""
 
-    def __init__(self, instructions: Sequence[str], proprio_low, proprio_high, horizon: int,
-                 action_dim: int, hidden: int = 256) -> None:  # fmt: skip
+    def __init__(
+        self,
+        instructions: Sequence[str],
+        proprio_low,
+        proprio_high,
+        horizon: int,
+        action_dim: int,
+        hidden: int = 256,
+    ) -> None:
         self.instructions = list(instructions)
         self.low = np.asarray(proprio_low, np.float64)
         self.high = np.asarray(proprio_high, np.float64)
@@ -78,8 +85,9 @@ class BlindPolicy:
         return torch.as_tensor(np.concatenate([x, onehot], axis=1), dtype=torch.float32)
 
     @classmethod
-    def fit(cls, data: str | Path, horizon: int, steps: int = 1500, seed: int = 0,
-            batch_size: int = 256) -> BlindPolicy:  # fmt: skip
+    def fit(
+        cls, data: str | Path, horizon: int, steps: int = 1500, seed: int = 0, batch_size: int = 256
+    ) -> BlindPolicy:
         from blockplan.train.robot_data import chunk_at, data_ranges, episodes_of
 
         episodes = episodes_of(data, "train")
@@ -88,9 +96,11 @@ class BlindPolicy:
         proprio = np.concatenate([e["proprio"] for e in episodes]).astype(np.float64)
         texts = [e["instruction"] for e in episodes for _ in range(len(e["actions"]))]
         chunks = np.concatenate(
-            [np.stack([chunk_at(e["actions"], t, horizon) for t in range(len(e["actions"]))])
-             for e in episodes]
-        )  # fmt: skip
+            [
+                np.stack([chunk_at(e["actions"], t, horizon) for t in range(len(e["actions"]))])
+                for e in episodes
+            ]
+        )
         D = chunks.shape[-1]
         torch.manual_seed(seed)
         policy = cls(instructions, ranges["proprio_low"], ranges["proprio_high"], horizon, D)
@@ -160,10 +170,16 @@ def run_episode(
         from blockplan.sim.manipulation import Demonstration
 
         result.extra["demonstration"] = Demonstration(
-            env.spec.name, int(seed), env.instruction, np.asarray(trace["joints"]),
-            np.asarray(trace["velocities"]), np.asarray(trace["actions"]),
-            trace["frames"], env.success, env.success_step,
-        )  # fmt: skip
+            env.spec.name,
+            int(seed),
+            env.instruction,
+            np.asarray(trace["joints"]),
+            np.asarray(trace["velocities"]),
+            np.asarray(trace["actions"]),
+            trace["frames"],
+            env.success,
+            env.success_step,
+        )
     return result
 
 
@@ -214,7 +230,7 @@ def summarize(results: list[EpisodeResult]) -> dict[str, Any]:
             float(np.mean([r.steps for r in results if r.success]))
             if any(r.success for r in results)
             else None
-        ),  # fmt: skip
+        ),
         # the failures' final distance to the goal (m): near misses or lost episodes
         "failed_final_distance_m": (
             {"median": float(np.median(failed)), "max": float(np.max(failed))} if failed else None
@@ -239,8 +255,13 @@ def evaluate_robot(
 
     cameras = tuple(config.camera_names) if config is not None else ("front", "wrist")
     env = ManipulationEnv(task, image_size, cameras)
-    out: dict[str, Any] = {"task": task, "seeds": list(seeds), "max_steps": max_steps,
-                           "render_every": render_every, "instruction": env.instruction}  # fmt: skip
+    out: dict[str, Any] = {
+        "task": task,
+        "seeds": list(seeds),
+        "max_steps": max_steps,
+        "render_every": render_every,
+        "instruction": env.instruction,
+    }
     episodes: list[dict] = []
     try:
         for policy in policies:
@@ -265,8 +286,10 @@ def evaluate_robot(
                     runtime.close()
                 results.append(result)
                 if progress:
-                    progress(f"{policy} seed {seed}: {'success' if result.success else 'failure'} "
-                             f"after {result.steps} steps")  # fmt: skip
+                    progress(
+                        f"{policy} seed {seed}: {'success' if result.success else 'failure'} "
+                        f"after {result.steps} steps"
+                    )
             out[policy] = summarize(results)
             out[policy]["wall_s"] = round(time.perf_counter() - started, 2)
             if policy == "model" and record:

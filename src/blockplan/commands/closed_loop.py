@@ -26,8 +26,12 @@ DEFAULT_ROBOT_MODEL = "models/blockplan-robot-tiny"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from blockplan.sim.scenarios import SCENARIOS
 
-    parser.add_argument("--embodiment", default="vehicle", choices=["vehicle", "robot"],
-                        help="vehicle: highway-env; robot: Meta-World (--task)")  # fmt: skip
+    parser.add_argument(
+        "--embodiment",
+        default="vehicle",
+        choices=["vehicle", "robot"],
+        help="vehicle: highway-env; robot: Meta-World (--task)",
+    )
     parser.add_argument("--scenario", default="highway", choices=sorted(SCENARIOS))
     parser.add_argument("--episodes", type=int, default=5, help="number of seeds (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
@@ -53,14 +57,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the same MLP with the lane pose as an input too; ego_mlp_lead: with the lane pose "
         "and the car ahead (gap, speed); ego_mlp_beside: and the lanes beside",
     )
-    parser.add_argument("--data", help="the data set a baseline is fitted on (its train split): "
-                        "a `blockplan dataset` folder for the ego_mlp policies, a robot data set "
-                        "for the blind one; required for those")  # fmt: skip
+    parser.add_argument(
+        "--data",
+        help="the data set a baseline is fitted on (its train split): "
+        "a `blockplan dataset` folder for the ego_mlp policies, a robot data set "
+        "for the blind one; required for those",
+    )
     robot = parser.add_argument_group("robot (--embodiment robot)")
     robot.add_argument("--task", default="reach", help="Meta-World task: reach, push, pick-place")
     robot.add_argument("--max-steps", type=int, default=150, help="control steps per episode")
-    robot.add_argument("--render-every", type=int, default=4,
-                       help="render the cameras every k-th control step (4: 20 Hz)")  # fmt: skip
+    robot.add_argument(
+        "--render-every",
+        type=int,
+        default=4,
+        help="render the cameras every k-th control step (4: 20 Hz)",
+    )
     parser.add_argument("--render-dir", help="write PNG camera grids of the first planner episode")
     parser.add_argument("--params", help="ROS 2 params YAML (default: the shipped planner.yaml)")
     add_set_argument(parser)
@@ -114,13 +125,17 @@ def run(args: argparse.Namespace) -> int:
     args.policies = args.policies or list(DEFAULT_POLICIES)
     bad = [p for p in args.policies if p not in POLICIES]
     if bad:
-        print(f"error: --policies {bad[0]}: a vehicle policy is one of {list(POLICIES)}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"error: --policies {bad[0]}: a vehicle policy is one of {list(POLICIES)}",
+            file=sys.stderr,
+        )
         return 2
     mlps = [p for p in args.policies if p in MLP_POLICIES]
     if mlps and not args.data:
-        print(f"error: the {mlps[0]} policy is fitted on --data (a `blockplan dataset` folder)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"error: the {mlps[0]} policy is fitted on --data (a `blockplan dataset` folder)",
+            file=sys.stderr,
+        )
         return 2
     from tqdm import tqdm
 
@@ -231,8 +246,11 @@ def run_robot(args: argparse.Namespace) -> int:
     policies = args.policies or list(ROBOT_POLICIES)
     bad = [p for p in policies if p not in ROBOT_POLICIES]
     if bad or args.episodes < 1 or args.max_steps < 1:
-        why = f"--policies {bad[0]}: a robot policy is one of {list(ROBOT_POLICIES)}" if bad else (
-            "--episodes and --max-steps must be >= 1")  # fmt: skip
+        why = (
+            f"--policies {bad[0]}: a robot policy is one of {list(ROBOT_POLICIES)}"
+            if bad
+            else ("--episodes and --max-steps must be >= 1")
+        )
         print(f"error: {why}", file=sys.stderr)
         return 2
     if "blind" in policies and not args.data:
@@ -251,8 +269,17 @@ def run_robot(args: argparse.Namespace) -> int:
         blind = BlindPolicy.fit(args.data, planner.schema.horizon, seed=0)
     seeds = [args.seed + k for k in range(args.episodes)]
     progress = None if args.no_progress else (lambda line: print(line, file=sys.stderr))
-    doc = evaluate_robot(args.task, seeds, policies, planner, config, blind,
-                         args.max_steps, args.render_every, progress=progress)  # fmt: skip
+    doc = evaluate_robot(
+        args.task,
+        seeds,
+        policies,
+        planner,
+        config,
+        blind,
+        args.max_steps,
+        args.render_every,
+        progress=progress,
+    )
     doc["run"] = {
         "embodiment": "robot",
         "model": model,
@@ -266,7 +293,9 @@ def run_robot(args: argparse.Namespace) -> int:
     write_json_file(args.json, doc)
     for policy in policies:
         m = doc[policy]
-        print(f"{policy:>8}: success {m['success_rate']:.2f}  mean steps {m['mean_steps']:.1f}  "
-              f"({m['episodes']} episodes, {args.task})")  # fmt: skip
+        print(
+            f"{policy:>8}: success {m['success_rate']:.2f}  mean steps {m['mean_steps']:.1f}  "
+            f"({m['episodes']} episodes, {args.task})"
+        )
     print(f"wrote {args.json}")
     return 0

@@ -58,9 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="replay timing (default measured: bounded wall time with any model)",
     )
     parser.add_argument("--params", help="ROS 2 params YAML (default: the shipped planner.yaml)")
-    parser.add_argument("--embodiment", default="vehicle", choices=["vehicle", "robot"],
-                        help="robot: one Meta-World episode with the shipped robot model in "
-                        "closed loop, recorded as a bag, replayed and reported")  # fmt: skip
+    parser.add_argument(
+        "--embodiment",
+        default="vehicle",
+        choices=["vehicle", "robot"],
+        help="robot: one Meta-World episode with the shipped robot model in "
+        "closed loop, recorded as a bag, replayed and reported",
+    )
     parser.add_argument("--task", default="reach", help="robot: Meta-World task (reach)")
     parser.add_argument("--max-steps", type=int, default=100, help="robot: control steps (100)")
 
@@ -115,8 +119,11 @@ def run_robot(args: argparse.Namespace) -> int:
     if out.is_dir():
         others = sorted(p.name for p in out.iterdir() if p.name not in ROBOT_DEMO_FILES)
         if others:
-            print(f"error: {out} holds files a robot demo did not write ({', '.join(others)}); "
-                  "pass another --out", file=sys.stderr)  # fmt: skip
+            print(
+                f"error: {out} holds files a robot demo did not write ({', '.join(others)}); "
+                "pass another --out",
+                file=sys.stderr,
+            )
             return 1
         for name in ROBOT_DEMO_FILES:
             (out / name).unlink(missing_ok=True)
@@ -134,13 +141,22 @@ def run_robot(args: argparse.Namespace) -> int:
         runtime.close()
         env.close()
     bag = out / "episode.mcap"
-    write_demo_bag(result.extra["demonstration"], bag, START_NS,
-                   {"policy": "model", "model": model, "render_every": 4})  # fmt: skip
-    print(f"{'success' if result.success else 'no success'} after {result.steps} steps; "
-          f"replaying {bag} …")  # fmt: skip
+    write_demo_bag(
+        result.extra["demonstration"],
+        bag,
+        START_NS,
+        {"policy": "model", "model": model, "render_every": 4},
+    )
+    print(
+        f"{'success' if result.success else 'no success'} after {result.steps} steps; "
+        f"replaying {bag} …"
+    )
     replayed = replay_robot_bag(bag, planner, config)
-    paths = write_robot_report(replayed, out, {"model": model, "closed_loop": {
-        "success": result.success, "steps": result.steps}})  # fmt: skip
+    paths = write_robot_report(
+        replayed,
+        out,
+        {"model": model, "closed_loop": {"success": result.success, "steps": result.steps}},
+    )
     print(f"open {paths['report']} in a browser; the run is {bag}")
     return 0
 

@@ -65,9 +65,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "/planning/reasoning); with --timing ideal each replayed plan matches a live one",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--embodiment", default="vehicle", choices=["vehicle", "robot"],
-                        help="robot: a robot bag (blockplan robot-demos, demo --embodiment "
-                        "robot) through RobotRuntime: metrics.json, actions.png, report.html")  # fmt: skip
+    parser.add_argument(
+        "--embodiment",
+        default="vehicle",
+        choices=["vehicle", "robot"],
+        help="robot: a robot bag (blockplan robot-demos, demo --embodiment "
+        "robot) through RobotRuntime: metrics.json, actions.png, report.html",
+    )
 
 
 def run_robot(args: argparse.Namespace) -> int:
@@ -81,8 +85,10 @@ def run_robot(args: argparse.Namespace) -> int:
     paths = write_robot_report(result, args.out, {"model": model, "weights": planner.weights})
     m = result["metrics"]
     mae = "  ".join(f"{k} {v:.3f}" for k, v in m["action_mae"].items() if v is not None)
-    print(f"replay of {args.bag}: {m['steps']} steps, {m['chunks']} chunks, "
-          f"{m['held_fraction']:.0%} held; action MAE vs recorded: {mae or 'n/a'}")  # fmt: skip
+    print(
+        f"replay of {args.bag}: {m['steps']} steps, {m['chunks']} chunks, "
+        f"{m['held_fraction']:.0%} held; action MAE vs recorded: {mae or 'n/a'}"
+    )
     print(f"report: {paths['report']}")
     return 0
 

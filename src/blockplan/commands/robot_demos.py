@@ -11,13 +11,21 @@ from blockplan.errors import UserError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="folder: bags/ and dataset/")
-    parser.add_argument("--tasks", nargs="+", default=["reach", "push", "pick-place"],
-                        help="Meta-World tasks (reach push pick-place)")  # fmt: skip
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=["reach", "push", "pick-place"],
+        help="Meta-World tasks (reach push pick-place)",
+    )
     parser.add_argument("--train", type=int, default=40, help="training episodes per task (40)")
     parser.add_argument("--val", type=int, default=4, help="validation episodes per task (4)")
     parser.add_argument("--test", type=int, default=4, help="test episodes per task (4)")
-    parser.add_argument("--render-every", type=int, default=4,
-                        help="render the cameras every k-th control step (4: 20 Hz)")  # fmt: skip
+    parser.add_argument(
+        "--render-every",
+        type=int,
+        default=4,
+        help="render the cameras every k-th control step (4: 20 Hz)",
+    )
     parser.add_argument("--image-size", type=int, default=64, help="square image side (64)")
     parser.add_argument("--max-steps", type=int, default=200, help="steps per episode at most")
     parser.add_argument("--worker", type=int, default=0, help="this process's index (0)")
@@ -44,10 +52,17 @@ def run(args: argparse.Namespace) -> int:
     out: dict = {}
     if not args.no_record:
         counts = {"train": args.train, "val": args.val, "test": args.test}
-        out["record"] = record_demos(args.out, args.tasks, counts, args.render_every,
-                                     args.image_size, max_steps=args.max_steps,
-                                     worker=args.worker, num_workers=args.num_workers,
-                                     action_noise=args.action_noise)  # fmt: skip
+        out["record"] = record_demos(
+            args.out,
+            args.tasks,
+            counts,
+            args.render_every,
+            args.image_size,
+            max_steps=args.max_steps,
+            worker=args.worker,
+            num_workers=args.num_workers,
+            action_noise=args.action_noise,
+        )
     if not args.no_dataset:
         out["dataset"] = str(build_dataset(args.out))
     print(json.dumps(out))

@@ -10,16 +10,28 @@ import json
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="folder of the scene frames")
-    parser.add_argument("--tasks", nargs="+", default=["reach", "push", "pick-place"],
-                        help="Meta-World tasks (reach push pick-place)")  # fmt: skip
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=["reach", "push", "pick-place"],
+        help="Meta-World tasks (reach push pick-place)",
+    )
     parser.add_argument("--seeds", type=int, default=4000, help="layouts per task (4000)")
-    parser.add_argument("--frames-per-seed", type=int, default=3,
-                        help="frames per layout: the reset frame and after noisy expert "
-                        "stretches (3)")  # fmt: skip
-    parser.add_argument("--max-gap", type=int, default=40,
-                        help="expert steps between two frames at most (40)")  # fmt: skip
-    parser.add_argument("--action-noise", type=float, default=0.5,
-                        help="std of the noise on the expert's end-effector deltas (0.5)")  # fmt: skip
+    parser.add_argument(
+        "--frames-per-seed",
+        type=int,
+        default=3,
+        help="frames per layout: the reset frame and after noisy expert stretches (3)",
+    )
+    parser.add_argument(
+        "--max-gap", type=int, default=40, help="expert steps between two frames at most (40)"
+    )
+    parser.add_argument(
+        "--action-noise",
+        type=float,
+        default=0.5,
+        help="std of the noise on the expert's end-effector deltas (0.5)",
+    )
     parser.add_argument("--image-size", type=int, default=64, help="square image side (64)")
     parser.add_argument("--block", type=int, default=250, help="seeds per shard (250)")
     parser.add_argument("--worker", type=int, default=0, help="this process's index (0)")

@@ -13,6 +13,15 @@ import sys
 
 log = logging.getLogger(__name__)
 
+# The options `blockplan train --help` lists: what a user sets for a run. Everything else
+# (the architecture's inputs, loss weights, data mixture shares, the robot recipe's phases)
+# is a setting: `--set NAME=VALUE`, listed by `--settings`, written under `set:` in a recipe.
+USER_OPTIONS = (
+    "data", "fastddrive", "val_fastddrive", "extra_data", "out", "embodiment", "arch",
+    "init_from", "steps", "batch_size", "lr", "warmup", "seed", "save_every", "val_samples",
+    "max_minutes", "stop_after", "resume", "num_threads", "device", "teacher_steps", "help",
+)  # fmt: skip
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from blockplan.model.presets import robot_preset_names
@@ -278,12 +287,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="scene frames (blockplan robot-scenes) to pretrain the scene token's tower on "
         "before the teacher (with --tower-steps; docs/ALGORITHMS.md §8.4)",
     )
-    robot.add_argument("--tower-steps", type=int, default=0,
-                       help="tower pretraining steps (0: none)")  # fmt: skip
-    robot.add_argument("--tower-batch", type=int, default=32,
-                       help="scene frames per tower step (32)")  # fmt: skip
-    robot.add_argument("--tower-minutes", type=float,
-                       help="wall-clock budget of the tower phase (apart from --max-minutes)")  # fmt: skip
+    robot.add_argument(
+        "--tower-steps", type=int, default=0, help="tower pretraining steps (0: none)"
+    )
+    robot.add_argument(
+        "--tower-batch", type=int, default=32, help="scene frames per tower step (32)"
+    )
+    robot.add_argument(
+        "--tower-minutes",
+        type=float,
+        help="wall-clock budget of the tower phase (apart from --max-minutes)",
+    )
     robot.add_argument(
         "--tower-unfrozen",
         action="store_true",
@@ -296,6 +310,63 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=8,
         help="validation samples decoded at the end for the model card (8)",
     )
+    _settings_behind_set(parser)
+
+
+class SetAction(argparse.Action):
+    """`--set NAME=VALUE`: one setting, converted and checked as its own option would be
+    (`--set ego-lead=true`, `--set cameras=front,rear`)."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        name, sep, text = str(value).partition("=")
+        action = parser._option_string_actions.get(f"--{name.strip()}")
+        if not sep or action is None or action.dest in USER_OPTIONS:
+            known = ", ".join(sorted(parser.blockplan_settings))  # type: ignore[attr-defined]
+            why = "write NAME=VALUE" if not sep else f"{name!r} is not a setting"
+            raise argparse.ArgumentError(self, f"{why} (settings: {known})")
+        text = text.strip()
+        if isinstance(action, argparse._StoreTrueAction):
+            if text.lower() not in ("true", "false"):
+                raise argparse.ArgumentError(self, f"{name}: a switch: write true or false")
+            setattr(namespace, action.dest, text.lower() == "true")
+            return
+        if action.nargs:  # a list: `a,b`, `a b` or YAML's `[a, b]`
+            parts = text.removeprefix("[").removesuffix("]").replace(",", " ").split()
+        else:
+            parts = [text]
+        action(parser, namespace, parser._get_values(action, parts), f"--{name}")
+
+
+class ListSettings(argparse.Action):
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        for name, text in sorted(parser.blockplan_settings.items()):  # type: ignore[attr-defined]
+            print(f"  {name:<24} {text}")
+        parser.exit()
+
+
+def _settings_behind_set(parser: argparse.ArgumentParser) -> None:
+    """Every option outside USER_OPTIONS leaves `--help` for `--set NAME=VALUE` (its old
+    spelling `--NAME` is still read, so older command lines keep working)."""
+    settings = {}
+    for action in parser._actions:
+        if action.dest in USER_OPTIONS or not action.option_strings:
+            continue
+        name = action.option_strings[0][2:]
+        default = "" if action.default in (None, False, []) else f" [{action.default}]"
+        settings[name] = " ".join(str(action.help or "").split()) + default
+        action.help = argparse.SUPPRESS
+    parser.blockplan_settings = settings  # type: ignore[attr-defined]
+    parser.add_argument(
+        "--set",
+        action=SetAction,
+        metavar="NAME=VALUE",
+        help="a model or training setting, e.g. --set ego-lead=true --set lead-weight=1 "
+        "(repeatable; `--settings` lists them)",
+    )
+    parser.add_argument("--settings", action=ListSettings, help="list the settings and exit")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -508,13 +579,20 @@ def run_robot(args: argparse.Namespace) -> int:
             from blockplan.sim.scene_frames import load_scene_frames
 
             mc = recipe.model_config
-            tower_set = load_scene_frames(args.tower_data, mc.camera_names,
-                                          mc.vision.image_height)  # fmt: skip
+            tower_set = load_scene_frames(args.tower_data, mc.camera_names, mc.vision.image_height)
         command = _robot_command(args, arch, config, recipe)
         trainer = RobotTrainer(
-            recipe, train_set, args.out, config, val_set, device, command=command,
-            data=args.data, tower_set=tower_set, tower_data=args.tower_data or "",
-        )  # fmt: skip
+            recipe,
+            train_set,
+            args.out,
+            config,
+            val_set,
+            device,
+            command=command,
+            data=args.data,
+            tower_set=tower_set,
+            tower_data=args.tower_data or "",
+        )
         torch.set_num_threads(args.num_threads)
         final = trainer.fit(resume=args.resume, init_from=args.init_from)
     except (RobotDataError, SchemaError, TrainError, ValueError) as e:

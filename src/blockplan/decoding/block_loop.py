@@ -38,7 +38,7 @@ from blockplan.decoding.picking import Picker
 from blockplan.model.config import DecoderConfig
 from blockplan.model.masks import window_mask
 from blockplan.model.positions import PromptPositions
-from blockplan.schema.layout import Scaffold
+from blockplan.schema.layout import Scaffold, section_of
 
 
 class TokenModel(Protocol):
@@ -317,18 +317,3 @@ def decode_span(
         section = section_of(ctx.scaffold, w)
         ms = (time.perf_counter() - t0) * 1e3
         ctx.stats.section_ms[section] = ctx.stats.section_ms.get(section, 0.0) + ms
-
-
-def section_of(scaffold: Scaffold, position: int) -> str:
-    for s in scaffold.sections:
-        if s.start <= position < s.end:
-            return s.name
-    raise IndexError(f"answer position {position} is in no section")
-
-
-def block_end_at(scaffold: Scaffold, position: int) -> int:
-    """The end of the scaffold block holding `position`."""
-    for block in scaffold.blocks:
-        if block.start <= position < block.end:
-            return block.end
-    raise IndexError(f"answer position {position} is in no block")

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from blockplan.errors import UserError
-from blockplan.schema.layout import Scaffold
+from blockplan.schema.layout import Scaffold, section_of
 
 DRAFTS_NAME = "draft_ngrams.json"
 FORMAT_VERSION = 1
@@ -177,7 +177,6 @@ def ngram_proposal(ngrams: AnswerNgrams, model_draft):
     """Scaffold spec's proposal with a table: windows of one row in the table's sections are
     filled from it (no forward) as far as it knows a context; the others, and a window whose
     first unknown slot it cannot guess, are drafted by `model_draft`."""
-    from blockplan.decoding.block_loop import section_of
 
     def propose(ctx, state, w: int, e: int) -> torch.Tensor:
         if state.ids.shape[0] != 1 or section_of(ctx.scaffold, w) not in ngrams.sections:

@@ -45,12 +45,12 @@ import torch
 from blockplan.decoding.block_loop import (
     AnswerState,
     DecodeContext,
-    block_end_at,
     decode_span,
 )
 from blockplan.decoding.picking import GreedyPicker
 from blockplan.decoding.strategies import commit_confident
 from blockplan.model.masks import pipeline_mask
+from blockplan.schema.layout import block_end_at
 
 HEAD, FULL, SEMI = "head", "full", "semi"
 

@@ -23,7 +23,6 @@ from blockplan.decoding.block_loop import (
     DecodeContext,
     Propose,
     WindowEnd,
-    block_end_at,
     causal_close,
     decode_span,
     draft_close,
@@ -37,7 +36,7 @@ from blockplan.decoding.picking import (
     slot_index,
 )
 from blockplan.model.masks import block_causal_mask
-from blockplan.schema.layout import Scaffold, Section
+from blockplan.schema.layout import Scaffold, Section, block_end_at
 
 ROLLOUT_SECTION = "trajectory"
 

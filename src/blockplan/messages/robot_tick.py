@@ -84,7 +84,7 @@ class RobotTickMessages:
                 twist_command(
                     self.ns, out.action, out.now_ns, r.command_frame, r.velocity_per_unit
                 ),
-            ),  # fmt: skip
+            ),
             (GRIPPER, self.ns.make("std_msgs/msg/Float64", data=float(out.action[-1]))),
         ]
         for plan in out.new_chunks:

@@ -10,14 +10,9 @@ from blockplan.model.decoder import Decoder
 from blockplan.model.masks import block_causal_mask, causal_mask, draft_mask, frame_local_mask
 from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
 from blockplan.model.presets import PRESETS, preset_config
+from blockplan.model.pretrained import load_pretrained, save_pretrained
 from blockplan.model.vision import VisionConfig, VisionEncoder, VisionTower
-from blockplan.model.weights import (
-    WeightsError,
-    load_pretrained,
-    save_pretrained,
-    verify_manifest,
-    write_manifest,
-)
+from blockplan.model.weights import WeightsError, verify_manifest, write_manifest
 
 __all__ = [
     "PRESETS",

@@ -1,4 +1,4 @@
-"""The decoder's inference forward with the per-op overhead taken out (issue #23).
+"""The decoder's inference forward with the per-op overhead taken out.
 
 The same arithmetic as `Decoder`'s module-by-module forward (`layers.py`), fewer and larger
 ops, no `nn.Module` calls:

@@ -184,13 +184,15 @@ class FlowHead(nn.Module):
         self.out = nn.Linear(W, NUM_AXES)
         nn.init.normal_(self.slot, 0.0, 0.02)
         self.register_buffer(
-            "mean", torch.tensor(config.waypoint_mean).view(NUM_WAYPOINTS, NUM_AXES),
+            "mean",
+            torch.tensor(config.waypoint_mean).view(NUM_WAYPOINTS, NUM_AXES),
             persistent=False,
-        )  # fmt: skip
+        )
         self.register_buffer(
-            "std", torch.tensor(config.waypoint_std).view(NUM_WAYPOINTS, NUM_AXES),
+            "std",
+            torch.tensor(config.waypoint_std).view(NUM_WAYPOINTS, NUM_AXES),
             persistent=False,
-        )  # fmt: skip
+        )
 
     def forward(
         self,

@@ -1,11 +1,11 @@
 """Model folders: config.json + safetensors (single or sharded) + manifest.json of sha256.
 
-`load_pretrained(path)` is the one entry point: it reads `config.json`, picks the model
-family from `model_type` (`qwen2` → `Decoder`; `qwen2_5_vl` → `QwenVLModel`;
-`blockplan_planner` → `PlannerModel`), checks `manifest.json` when present, and loads the
-weights with safetensors (never pickle). A folder without a manifest (a checkpoint as
-published on the Hugging Face hub) loads *unverified*: a warning says so (docs/CHECKPOINTS.md),
-and the planner records `weights: "unverified"` where its runs are reported.
+`model/pretrained.py`'s `load_pretrained(path)` is the one entry point (it picks the model
+family); this module reads and writes the folder: `manifest.json` is checked when present and
+the weights are loaded with safetensors (never pickle). A folder without a manifest (a
+checkpoint as published on the Hugging Face hub) loads *unverified*: a warning says so
+(docs/CHECKPOINTS.md), and the planner records `weights: "unverified"` where its runs are
+reported.
 
 A manifest is all or nothing: it must be `{"sha256": {file: hex digest}}`, list every file the
 loader reads (config.json, model.safetensors or the index and every shard it names, and
@@ -34,7 +34,6 @@ WEIGHTS_NAME = "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
 MANIFEST_NAME = "manifest.json"
 CONFIG_NAME = "config.json"
-MODEL_TYPES = ("qwen2", "qwen2_5_vl", "blockplan_planner")
 # What a loaded folder's weights are, as runs report it (metrics.json, report, /diagnostics).
 VERIFIED, UNVERIFIED = "sha256-verified", "unverified"
 
@@ -263,52 +262,3 @@ def verify_folder(folder: str | Path, also: Iterable[str] = ()) -> str:
         return VERIFIED
     log.warning("%s: no %s; weights loaded unverified", folder, MANIFEST_NAME)
     return UNVERIFIED
-
-
-def load_pretrained(
-    path: str | Path, dtype: torch.dtype | None = None, verify: bool = True
-) -> nn.Module:
-    """Load a model folder; the family comes from config.json's `model_type`.
-
-    Returns a `Decoder` for Qwen2 / Qwen2.5 folders, a `QwenVLModel` for Qwen2.5-VL folders
-    (Fast-dVLM, Fast-dDrive) and a `PlannerModel` for blockplan planner folders, in eval mode
-    (cast to `dtype` when given). `verify`: check the manifest first (`verify_folder`); a
-    caller that verified the folder itself (with the other files it reads) passes False.
-    """
-    folder = Path(path)
-    if verify:
-        verify_folder(folder)
-    raw = read_config(folder)
-    model_type = raw.get("model_type")
-    state = read_state_dict(folder)
-    if model_type == "qwen2":
-        model = decoder_from_state(DecoderConfig.from_dict(raw), state, str(folder))
-    elif model_type == "qwen2_5_vl":
-        from blockplan.model.qwen2_5_vl.model import QwenVLModel
-
-        model = QwenVLModel.from_config_and_state(raw, state, str(folder))
-    elif model_type == "blockplan_planner":
-        from blockplan.model.planner_model import PlannerModel
-
-        model = PlannerModel.from_config_and_state(raw, state, str(folder))
-    else:
-        raise ModelConfigError(
-            f"{folder / CONFIG_NAME}: model_type={model_type!r}: expected one of "
-            f"{list(MODEL_TYPES)}"
-        )
-    if dtype is not None:
-        model = model.to(dtype)
-    return model.eval()
-
-
-def save_pretrained(model: nn.Module, path: str | Path) -> Path:
-    """Write a folder `load_pretrained` reads back: config.json, model.safetensors,
-    manifest.json (and tokenizer.json for a `PlannerModel` that carries one)."""
-    from blockplan.model.decoder import Decoder
-
-    if isinstance(model, Decoder):
-        return save_folder(model.state_dict(), model.config.to_dict(), path)
-    save = getattr(model, "save_pretrained", None)
-    if save is None:
-        raise TypeError(f"save_pretrained: cannot save a {type(model).__name__}")
-    return save(path)

@@ -23,7 +23,8 @@ from blockplan.model.presets import (
     robot_preset_config,
     robot_preset_names,
 )
-from blockplan.model.weights import load_pretrained, verify_folder
+from blockplan.model.pretrained import load_pretrained
+from blockplan.model.weights import verify_folder
 from blockplan.schema import (
     DrivingSchema,
     Tokenizer,

@@ -304,10 +304,12 @@ class Planner:
         t3 = time.perf_counter()
         rows = result.tokens
         if result.waypoints is not None:  # the codec writes the flow waypoints into the slots
-            rows = np.stack([
-                write_waypoints(row, w, self.scaffold, self.tokenizer, self.schema)[0]
-                for row, w in zip(rows, result.waypoints, strict=True)
-            ])  # fmt: skip
+            rows = np.stack(
+                [
+                    write_waypoints(row, w, self.scaffold, self.tokenizer, self.schema)[0]
+                    for row, w in zip(rows, result.waypoints, strict=True)
+                ]
+            )
             result = dataclasses.replace(result, tokens=rows)
         self.previous_answer = rows[0].copy()
         answers = [self.parse(row) for row in rows]

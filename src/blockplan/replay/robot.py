@@ -71,12 +71,18 @@ def replay_robot_bag(bag: str | Path, planner: Any, config: Any, timing: str = "
         "action_mae": {
             c: float(mae[used, i].mean()) if used.any() else None
             for i, c in enumerate(CHANNELS[: recorded.shape[1]])
-        },  # fmt: skip
+        },
         "runtime": {k: v for k, v in metrics_runtime.items() if not isinstance(v, dict)},
         "latency_ms": metrics_runtime["latency_ms"],
     }
-    return {"recorded": recorded, "replayed": replayed_a, "held": np.asarray(held),
-            "stamp_ns": episode.stamp_ns, "metrics": metrics, "frames": episode.frames}  # fmt: skip
+    return {
+        "recorded": recorded,
+        "replayed": replayed_a,
+        "held": np.asarray(held),
+        "stamp_ns": episode.stamp_ns,
+        "metrics": metrics,
+        "frames": episode.frames,
+    }
 
 
 def actions_png(result: dict) -> bytes:
@@ -93,8 +99,9 @@ def actions_png(result: dict) -> bytes:
         ax.plot(t, rep[:, i], label="policy (replay)", color="tab:orange", lw=1.0)
         held = result["held"]
         if held.any():
-            ax.fill_between(t, -1, 1, where=held, color="tab:red", alpha=0.1, step="mid",
-                            label="hold")  # fmt: skip
+            ax.fill_between(
+                t, -1, 1, where=held, color="tab:red", alpha=0.1, step="mid", label="hold"
+            )
         ax.set_ylabel(CHANNELS[i] if i < len(CHANNELS) else f"a{i}")
         ax.set_ylim(-1.1, 1.1)
     np.atleast_1d(axes)[0].legend(loc="upper right", fontsize=7, ncol=3)
@@ -110,14 +117,22 @@ def write_robot_report(result: dict, out: str | Path, extra: dict | None = None)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     metrics = {**result["metrics"], **(extra or {})}
-    paths = {"metrics": out / "metrics.json", "plot": out / "actions.png",
-             "report": out / "report.html"}  # fmt: skip
+    paths = {
+        "metrics": out / "metrics.json",
+        "plot": out / "actions.png",
+        "report": out / "report.html",
+    }
     paths["metrics"].write_text(json.dumps(metrics, indent=2) + "\n")
     png = actions_png(result)
     paths["plot"].write_bytes(png)
     frames = result["frames"]
-    strip = np.concatenate([np.concatenate(list(frames[t]), axis=0)
-                            for t in np.linspace(0, len(frames) - 1, 6).astype(int)], axis=1)  # fmt: skip
+    strip = np.concatenate(
+        [
+            np.concatenate(list(frames[t]), axis=0)
+            for t in np.linspace(0, len(frames) - 1, 6).astype(int)
+        ],
+        axis=1,
+    )
     from PIL import Image
 
     buf = io.BytesIO()
@@ -125,8 +140,9 @@ def write_robot_report(result: dict, out: str | Path, extra: dict | None = None)
     info = metrics.get("episode", {})
     rows = "".join(
         f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(json.dumps(v))}</td></tr>"
-        for k, v in metrics.items() if k not in ("runtime",)
-    )  # fmt: skip
+        for k, v in metrics.items()
+        if k not in ("runtime",)
+    )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>blockplan robot replay</title>
 <style>body{{font-family:sans-serif;max-width:900px;margin:2em auto}}td{{padding:2px 8px;
 border-bottom:1px solid #ddd;font-size:13px}}img{{max-width:100%}}</style></head><body>

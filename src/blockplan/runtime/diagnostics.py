@@ -17,15 +17,38 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from blockplan.runtime.frames import CameraState
-from blockplan.runtime.health import ERROR, OK, WARN, Count, DiagnosticStatusData
+from blockplan.runtime.clock import Clock
+from blockplan.runtime.ego import EgoHistory
+from blockplan.runtime.frames import CameraState, FrameWindow
+from blockplan.runtime.health import ERROR, OK, WARN, Count, DiagnosticStatusData, Health
+from blockplan.runtime.limits import RuntimeLimits
+from blockplan.runtime.output import TickOutput
+from blockplan.runtime.plans import AcceptedPlan
+from blockplan.runtime.stamped import StampedInputs
 
-if TYPE_CHECKING:
-    from blockplan.runtime.loop import PlannerRuntime
+
+class DiagnosedRuntime(Protocol):
+    """What the statuses read of a runtime (`runtime/loop.py`'s `PlannerRuntime`)."""
+
+    health: Health
+    limits: RuntimeLimits
+    clock: Clock
+    window: FrameWindow
+    ego: EgoHistory
+    last_output: TickOutput | None
+    last_problem: dict[str, str]
+    newest: AcceptedPlan | None
+    reads_lane_pose: bool
+    reads_lead: bool
+    reads_beside: bool
+    lane_poses: StampedInputs[tuple[float, float]]
+    leads: StampedInputs[tuple[float, float]]
+    besides: StampedInputs[tuple[tuple[float, ...], ...]]
+
 
 # The lanes beside's values on /diagnostics: per side, bags/beside.py's fields.
 BESIDE_VALUES = tuple(
@@ -48,7 +71,7 @@ _LOOP_COUNTS = (
 
 
 def diagnostic_statuses(
-    runtime: PlannerRuntime, num_invalid_reported: int
+    runtime: DiagnosedRuntime, num_invalid_reported: int
 ) -> list[DiagnosticStatusData]:
     """`num_invalid_reported`: `invalid_inputs` at the previous snapshot."""
     counts = runtime.health.counts()
@@ -148,7 +171,7 @@ def _optional_status(
     return DiagnosticStatusData(f"blockplan: {what}", OK, "fresh", values=values)
 
 
-def _comfort_status(runtime: PlannerRuntime, counts: dict[str, int]) -> DiagnosticStatusData:
+def _comfort_status(runtime: DiagnosedRuntime, counts: dict[str, int]) -> DiagnosticStatusData:
     newest = runtime.newest
     values: dict[str, object] = {
         "plans": counts["plans"],

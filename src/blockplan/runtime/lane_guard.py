@@ -1,10 +1,9 @@
 """The lane guard: which rollouts keep out of the lanes beside that they must not enter.
 
 A planner that averages N rollouts can average a lane change into a car driving alongside,
-and a greedy one can plan a change out of the outermost lane (docs/BENCHMARKS.md "Rollouts
-as the node's default"). The map and the tracker say what is beside the ego
-(/perception/lanes_beside, bags/beside.py); `guard_keeps` checks each rollout against that
-report (`LaneGuardConfig`, docs/RUNTIME.md "The lane guard"):
+and a greedy one can plan a change out of the outermost lane. The map and the tracker say
+what is beside the ego (/perception/lanes_beside, bags/beside.py); `guard_keeps` checks each
+rollout against that report (`LaneGuardConfig`, docs/RUNTIME.md "The lane guard"):
 
 * a rollout *moves into* a side when its lateral offset from the centre of the ego's lane
   passes `change_m` towards it at any point of the horizon; the offset is taken in the lane

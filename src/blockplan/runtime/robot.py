@@ -188,8 +188,19 @@ class RobotRuntime(RuntimeCore):
             self.newest.started.add(index)  # type: ignore[union-attr]
         self.last_gripper = float(action[-1])
         tick_ns, events = self._end_tick(now, start, inference_ns)
-        output = RobotTick(now, action, is_fallback, reason, source, index, tuple(new),
-                           is_requested, tick_ns, snapshot, events)  # fmt: skip
+        output = RobotTick(
+            now,
+            action,
+            is_fallback,
+            reason,
+            source,
+            index,
+            tuple(new),
+            is_requested,
+            tick_ns,
+            snapshot,
+            events,
+        )
         self.last_output = output
         return output
 
@@ -315,8 +326,16 @@ class RobotRuntime(RuntimeCore):
             level, message = WARN, f"holding position: {last.reason}"
         if last is not None and any(e.startswith("planner error") for e in last.events):
             level, message = ERROR, self.last_problem.get("planner", "planner error")
-        names = ("ticks", "plans", "requests", "fallbacks", "deadline_misses", "planner_errors",
-                 "invalid_plans", "time_jumps")  # fmt: skip
+        names = (
+            "ticks",
+            "plans",
+            "requests",
+            "fallbacks",
+            "deadline_misses",
+            "planner_errors",
+            "invalid_plans",
+            "time_jumps",
+        )
         values: dict[str, object] = {n: counts.get(n, 0) for n in names}
         for which in ("inference", "tick", "plan_age"):
             for stat in ("p50", "p99"):
@@ -328,11 +347,15 @@ class RobotRuntime(RuntimeCore):
         if last is not None:
             for cam in last.snapshot.cameras:
                 age = "n/a" if cam.age_s is None else round(cam.age_s, 3)
-                statuses.append(DiagnosticStatusData(
-                    f"blockplan: camera {cam.camera}", levels[cam.state], cam.state.value,
-                    hardware_id=cam.camera,
-                    values={"frame_age_s": age, "buffered": self.window.buffered(cam.camera)},
-                ))  # fmt: skip
+                statuses.append(
+                    DiagnosticStatusData(
+                        f"blockplan: camera {cam.camera}",
+                        levels[cam.state],
+                        cam.state.value,
+                        hardware_id=cam.camera,
+                        values={"frame_age_s": age, "buffered": self.window.buffered(cam.camera)},
+                    )
+                )
         now = last.now_ns if last is not None else self.clock.now_ns()
         joints = self.joints
         if joints is None:
@@ -342,8 +365,9 @@ class RobotRuntime(RuntimeCore):
             age = round(age_s, 3)
             stale = age_s > self.robot.max_joint_state_age_s
             level, message = (WARN, f"joint state {age_s:.3f} s old") if stale else (OK, "fresh")
-        statuses.append(DiagnosticStatusData("blockplan: joint states", level, message,
-                                             values={"age_s": age}))  # fmt: skip
+        statuses.append(
+            DiagnosticStatusData("blockplan: joint states", level, message, values={"age_s": age})
+        )
         inputs = {
             k: v
             for k, v in counts.items()
@@ -360,5 +384,9 @@ class RobotRuntime(RuntimeCore):
     def metrics(self) -> dict:
         counts = self.health.counts()
         latencies = self.health.latencies_ms()
-        return {**counts, "latency_ms": latencies["inference"], "tick_ms": latencies["tick"],
-                "plan_age_ms": latencies["plan_age"]}  # fmt: skip
+        return {
+            **counts,
+            "latency_ms": latencies["inference"],
+            "tick_ms": latencies["tick"],
+            "plan_age_ms": latencies["plan_age"],
+        }

@@ -95,6 +95,22 @@ class Scaffold:
         return np.flatnonzero(mask)
 
 
+def section_of(scaffold: Scaffold, position: int) -> str:
+    """The name of the scaffold section holding answer `position`."""
+    for s in scaffold.sections:
+        if s.start <= position < s.end:
+            return s.name
+    raise IndexError(f"answer position {position} is in no section")
+
+
+def block_end_at(scaffold: Scaffold, position: int) -> int:
+    """The end of the scaffold block holding `position`."""
+    for block in scaffold.blocks:
+        if block.start <= position < block.end:
+            return block.end
+    raise IndexError(f"answer position {position} is in no block")
+
+
 @dataclass(frozen=True)
 class ImageSpan:
     """Prompt positions [start, end) that receive one camera frame's visual tokens."""

@@ -95,8 +95,14 @@ def record_demos(
         done += 1
         if done % progress_every == 0:
             rate = (time.monotonic() - started) / done
-            log.info("worker %d: %d recorded (%.1f s each), %d kept, %d left", worker, done,
-                     rate, skipped, len(plan) - done - skipped)  # fmt: skip
+            log.info(
+                "worker %d: %d recorded (%.1f s each), %d kept, %d left",
+                worker,
+                done,
+                rate,
+                skipped,
+                len(plan) - done - skipped,
+            )
     for env in envs.values():
         env.close()
     return {"recorded": done, "kept": skipped, "planned": len(plan)}
@@ -122,11 +128,16 @@ def build_dataset(out: str | Path, cameras: tuple[str, ...] = ("front", "wrist")
             if not episode.info.get("success"):
                 failed[task] = failed.get(task, 0) + 1
                 continue
-            w.add(split, episode.frames, episode.joints.astype(np.float32),
-                  episode.actions.astype(np.float32), episode.instruction,
-                  task=f"{task}/seed_{episode.info['seed']}",
-                  stamp_ns=episode.stamp_ns - episode.stamp_ns[0],
-                  scene=episode.scene)  # fmt: skip
+            w.add(
+                split,
+                episode.frames,
+                episode.joints.astype(np.float32),
+                episode.actions.astype(np.float32),
+                episode.instruction,
+                task=f"{task}/seed_{episode.info['seed']}",
+                stamp_ns=episode.stamp_ns - episode.stamp_ns[0],
+                scene=episode.scene,
+            )
             counts[f"{split}/{task}"] = counts.get(f"{split}/{task}", 0) + 1
         w.info.update(failed_demonstrations=failed, episodes=counts)
     (dataset / "counts.json").write_text(

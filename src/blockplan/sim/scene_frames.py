@@ -124,8 +124,15 @@ def record_scene_frames(
         write_shard(target, np.asarray(images), np.asarray(scene), np.asarray(seed_of))
         done += 1
         rate = (time.monotonic() - started) / done
-        log.info("worker %d: %s seeds %d-%d written (%.0f s per shard), %d left", worker,
-                 task, first, last, rate, len(plan) - done - kept)  # fmt: skip
+        log.info(
+            "worker %d: %s seeds %d-%d written (%.0f s per shard), %d left",
+            worker,
+            task,
+            first,
+            last,
+            rate,
+            len(plan) - done - kept,
+        )
     for env in envs.values():
         env.close()
     return {"written": done, "kept": kept, "planned": len(plan)}

@@ -274,6 +274,5 @@ def write_synthetic_dataset(
                     col = int((position[0] + 1) / 2 * (W - 1))
                     frames[t, :, H // 2 :, max(col, 0) : col + 2] = 255
                     position = position + 0.5 * actions[t]
-                w.add(split, frames, proprio, actions, instruction, task=f"{task}-{k}",
-                      scene=scene)  # fmt: skip
+                w.add(split, frames, proprio, actions, instruction, task=f"{task}-{k}", scene=scene)
     return Path(root) / MANIFEST

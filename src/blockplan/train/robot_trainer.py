@@ -217,8 +217,9 @@ class RobotTrainer:
         full_share: float = 0.0,
     ) -> dict[str, torch.Tensor]:
         batch = data.batch(indices, scene=self.scene_probe)
-        noisy, masks = draw_chunk_noise(self.layout, batch["answer_ids"].numpy(), self.mask_id,
-                                        rng, forcing, full_share)  # fmt: skip
+        noisy, masks = draw_chunk_noise(
+            self.layout, batch["answer_ids"].numpy(), self.mask_id, rng, forcing, full_share
+        )
         batch["noisy_ids"], batch["masks"] = torch.from_numpy(noisy), torch.from_numpy(masks)
         return {k: v.to(self.device) for k, v in batch.items()}
 
@@ -252,14 +253,20 @@ class RobotTrainer:
         for step in range(steps):
             if max_s is not None and step > 0 and time.monotonic() - started > max_s:
                 stopped = True
-                self.log({"event": "stopped_early", "phase": name, "steps_done": step,
-                          "max_s": max_s})  # fmt: skip
+                self.log(
+                    {"event": "stopped_early", "phase": name, "steps_done": step, "max_s": max_s}
+                )
                 break
             epoch, k = divmod(step, per_epoch)
             indices = self.order(phase, epoch)[k * B : (k + 1) * B].tolist()
             rng = np.random.default_rng([self.config.seed, phase, step])
-            batch = self.inputs(self.train_set, indices, rng, forcing=teacher is not None,
-                                full_share=self.config.full_mask_share)  # fmt: skip
+            batch = self.inputs(
+                self.train_set,
+                indices,
+                rng,
+                forcing=teacher is not None,
+                full_share=self.config.full_mask_share,
+            )
             for group in optimizer.param_groups:
                 group["lr"] = cfg.lr_at(step)
             out = (
@@ -307,14 +314,21 @@ class RobotTrainer:
         per_epoch = max(len(frames) // B, 1)
         model.train()
         started, done, stopped, loss = time.monotonic(), 0, False, torch.zeros(())
-        bar = tqdm(total=cfg.tower_steps, desc="train tower", unit="step",
-                   disable=not self.progress)  # fmt: skip
+        bar = tqdm(
+            total=cfg.tower_steps, desc="train tower", unit="step", disable=not self.progress
+        )
         for step in range(cfg.tower_steps):
             elapsed = time.monotonic() - started
             if cfg.tower_max_s is not None and step > 0 and elapsed > cfg.tower_max_s:
                 stopped = True
-                self.log({"event": "stopped_early", "phase": "tower", "steps_done": step,
-                          "max_s": cfg.tower_max_s})  # fmt: skip
+                self.log(
+                    {
+                        "event": "stopped_early",
+                        "phase": "tower",
+                        "steps_done": step,
+                        "max_s": cfg.tower_max_s,
+                    }
+                )
                 break
             epoch, k = divmod(step, per_epoch)
             order = np.random.default_rng([cfg.seed, TOWER, epoch, 7]).permutation(len(frames))
@@ -333,17 +347,28 @@ class RobotTrainer:
             done = step + 1
             bar.update(1)
             if done % cfg.log_every == 0 or done == cfg.tower_steps:
-                self.log({"event": "train", "phase": "tower", "step": done,
-                          "lr": schedule.lr_at(step), "scene": loss.item(),
-                          "elapsed_s": time.monotonic() - started})  # fmt: skip
+                self.log(
+                    {
+                        "event": "train",
+                        "phase": "tower",
+                        "step": done,
+                        "lr": schedule.lr_at(step),
+                        "scene": loss.item(),
+                        "elapsed_s": time.monotonic() - started,
+                    }
+                )
         bar.close()
         model.eval()
         layouts = len(np.unique(frames.task * (1 << 32) + frames.seed))  # (task, seed) pairs
-        record: dict[str, Any] = {"scene": loss.item(), "steps": done,
-                                  "planned_steps": cfg.tower_steps, "frames": len(frames),
-                                  "layouts": layouts,
-                                  "stopped_early": stopped,
-                                  "seconds": time.monotonic() - started}  # fmt: skip
+        record: dict[str, Any] = {
+            "scene": loss.item(),
+            "steps": done,
+            "planned_steps": cfg.tower_steps,
+            "frames": len(frames),
+            "layouts": layouts,
+            "stopped_early": stopped,
+            "seconds": time.monotonic() - started,
+        }
         if self.val_set is not None:
             record |= {f"val/{k}": v for k, v in scene_errors(model, self.val_set).items()}
         if cfg.tower_freeze:
@@ -383,7 +408,7 @@ class RobotTrainer:
         tokenizer_json = self.recipe.tokenizer.to_str()
         previous = self._teacher_record() if resume else None
         if previous is not None:
-            from blockplan.model.weights import load_pretrained
+            from blockplan.model.pretrained import load_pretrained
 
             model = load_pretrained(self.out / TEACHER_DIR).to(self.device)
             teacher = ChunkDiffusionModule(model, self.recipe, "bidirectional").to(self.device)
@@ -397,7 +422,7 @@ class RobotTrainer:
             (self.out / METRICS_FILE).unlink(missing_ok=True)
             torch.manual_seed(self.config.seed)
             if init_from is not None:  # fine-tuning: the teacher starts from these weights
-                from blockplan.model.weights import load_pretrained
+                from blockplan.model.pretrained import load_pretrained
 
                 model = load_pretrained(init_from).train()
                 if model.config.to_dict() != self.recipe.model_config.to_dict():
@@ -523,8 +548,10 @@ class RobotTrainer:
 
 def _steps(record: dict[str, Any]) -> str:
     if record.get("stopped_early"):
-        return (f"{record['steps']} steps (the phase's time budget stopped it; "
-                f"{record['planned_steps']} were planned)")  # fmt: skip
+        return (
+            f"{record['steps']} steps (the phase's time budget stopped it; "
+            f"{record['planned_steps']} were planned)"
+        )
     return f"{record['steps']} steps"
 
 

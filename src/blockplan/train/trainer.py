@@ -333,7 +333,7 @@ class Trainer:
     def init_from(self, folder: str | Path) -> None:
         """Start from the weights of a model folder of the same architecture (fine-tuning:
         fresh optimizer and schedule)."""
-        from blockplan.model.weights import load_pretrained
+        from blockplan.model.pretrained import load_pretrained
 
         source = load_pretrained(folder)
         # A folder written before config.json recorded the frame spacing matches any.

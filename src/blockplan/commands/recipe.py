@@ -1,0 +1,43 @@
+"""`blockplan recipe run|check`: make a model from its recipe (recipes/*.yaml)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    run = sub.add_parser("run", help="run (or resume) the recipe's stages into --out")
+    run.add_argument("recipe", help="a recipe file, e.g. recipes/blockplan-tiny.yaml")
+    run.add_argument("--out", required=True, help="output folder: stages/, model/")
+    run.add_argument(
+        "--scale",
+        choices=("full", "smoke"),
+        default="full",
+        help="full: the recipe as written; smoke: every stage shrunk to minutes (CI)",
+    )
+    run.add_argument("--from-stage", metavar="NAME", help="rerun this stage and all after it")
+    check = sub.add_parser("check", help="validate the recipe and list its stages")
+    check.add_argument("recipe", help="a recipe file")
+    check.add_argument("--scale", choices=("full", "smoke"), default="full")
+
+
+def run(args: argparse.Namespace) -> int:
+    from blockplan.recipes import load_recipe, run_recipe, ship
+    from blockplan.recipes.spec import to_argv
+    from blockplan.recipes.stages import KINDS
+
+    recipe = load_recipe(args.recipe)
+    if args.action == "check":
+        print(f"{recipe.path}: {recipe.name}, {len(recipe.stages)} stages, ships {recipe.ship}")
+        for stage in recipe.stages:
+            kind = KINDS[stage.run]
+            argv = to_argv(stage.args_at(args.scale), kind.parser(), stage.name, lambda t: t)
+            print(f"  {stage.name:<22} {stage.run:<12} {' '.join(argv)}")
+        return 0
+    out = Path(args.out)
+    results = run_recipe(recipe, out, args.scale, args.from_stage)
+    model = ship(recipe, results, out, args.scale)
+    print(f"model: {model} (card: {model / 'MODEL_CARD.md'})")
+    return 0

@@ -1,0 +1,63 @@
+"""Field metadata and the checks every settings class runs: a `choice` of strings, a
+`bounded` number (the node's parameter range), a `signed` number; errors name the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import field
+from typing import Any
+
+from blockplan.errors import ConfigError
+
+
+def _check(ok: bool, where: str, value: Any, why: str) -> None:
+    if not ok:
+        raise ConfigError(f"{where}={value!r}: {why}")
+
+
+def _one_of(where: str, value: str, allowed: tuple[str, ...]) -> None:
+    _check(value in allowed, where, value, f"must be one of {list(allowed)}")
+
+
+# Field metadata, read by the validation here and by the node's parameters (ros/params.py):
+# the values a field allows, the ROS range of a bounded one and the sign of a signed one come
+# from the field itself.
+CHOICES_KEY, RANGE_KEY, NODE_KEY, SIGN_KEY = "choices", "range", "node_parameter", "sign"
+SIGNS = {"> 0": lambda v: v > 0, ">= 0": lambda v: v >= 0, "< 0": lambda v: v < 0}
+
+
+def choice(default: str, choices: tuple[str, ...], node_parameter: bool = True) -> Any:
+    """A string field that must be one of `choices` (`_check_choices`; the node's parameter
+    lists them). `node_parameter=False`: a setting of the params file that the node neither
+    declares nor uses (replay's `control.timing`)."""
+    metadata = {CHOICES_KEY: choices, NODE_KEY: node_parameter}
+    return field(default=default, metadata=metadata)
+
+
+def bounded(default: float, low: float, high: float) -> Any:
+    """A number within [low, high]: the node's parameter range (ROS ranges are inclusive). The
+    class's `__post_init__` checks the exact bounds (an open end, e.g. a threshold > 0)."""
+    return field(default=default, metadata={RANGE_KEY: (low, high)})
+
+
+def signed(default: float, sign: str) -> Any:
+    """A finite number with `sign` (a key of `SIGNS`, e.g. "> 0"): `_check_fields` checks it
+    and the node's parameter states it (`ros2 param describe`)."""
+    if sign not in SIGNS:
+        raise ValueError(f"sign {sign!r}: one of {list(SIGNS)}")
+    return field(default=default, metadata={SIGN_KEY: sign})
+
+
+def _check_fields(obj: Any, where: str) -> None:
+    """Every `choice` field of the dataclass `obj` holds one of its choices and every `signed`
+    field a finite number of its sign (errors name `where.field`)."""
+    for f in dataclasses.fields(obj):
+        name, value = f"{where}.{f.name}", getattr(obj, f.name)
+        if CHOICES_KEY in f.metadata:
+            _one_of(name, value, f.metadata[CHOICES_KEY])
+        if SIGN_KEY in f.metadata:
+            sign = f.metadata[SIGN_KEY]
+            ok = math.isfinite(value) and SIGNS[sign](value)
+            _check(ok, name, value, f"must be a finite number {sign}")

@@ -1,0 +1,127 @@
+"""The recipe runner: stages run once, reruns skip what verifies, changes rerun what they
+touch, a failing stage is one error naming its log, and the shipped folder carries a card
+generated from the recipe."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from blockplan.model.weights import VERIFIED, verify_folder
+from blockplan.recipes import RecipeError, load_recipe, run_recipe, ship
+from blockplan.recipes.runner import RECORD
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = str(REPO / "models" / "blockplan-tiny")
+
+
+def _recipe(tmp_path: Path, second: list[str] | None = None) -> Path:
+    doc = {
+        "name": "two-soups",
+        "description": "Two averages of the shipped weights.",
+        "ship": "soup2",
+        "stages": [
+            {"name": "soup", "run": "average", "args": {"models": [MODEL, MODEL]}},
+            {"name": "soup2", "run": "average", "args": {"models": second or ["{soup}", MODEL]}},
+        ],
+        "card": {"targets": ["it loads"], "limits": ["it is the same model"]},
+    }
+    path = tmp_path / "two-soups.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _run(path: Path, out: Path, **kw):
+    stream = io.StringIO()
+    results = run_recipe(load_recipe(path), out, "full", stream=stream, **kw)
+    return results, stream.getvalue()
+
+
+def test_a_recipe_runs_resumes_and_ships_a_verified_folder_with_its_card(tmp_path):
+    path, out = _recipe(tmp_path), tmp_path / "out"
+    results, said = _run(path, out)
+    assert [r.skipped for r in results] == [False, False]
+    assert "[1/2] soup (average)" in said and "done in" in said
+    record = json.loads((out / "stages" / "soup" / RECORD).read_text())
+    assert record["argv"][-2:] == ["--out", str(out / "stages" / "soup" / "model")]
+
+    model = ship(load_recipe(path), results, out, "full")
+    assert verify_folder(model, also=["MODEL_CARD.md"]) == VERIFIED
+    card = (model / "MODEL_CARD.md").read_text()
+    assert "blockplan recipe run" in card and "two-soups.yaml" in card
+    assert "- it loads" in card and "- it is the same model" in card
+    assert "| soup2 | average |" in card
+    assert str(tmp_path) not in card  # no folder of the machine that made it
+
+    results, said = _run(path, out)  # nothing changed: both skipped
+    assert [r.skipped for r in results] == [True, True]
+    assert said.count("skipped") == 2
+
+    results, _ = _run(path, out, from_stage="soup2")
+    assert [r.skipped for r in results] == [True, False]
+
+
+def test_a_changed_stage_reruns_with_everything_that_reads_it(tmp_path):
+    out = tmp_path / "out"
+    _run(_recipe(tmp_path), out)
+    first = json.loads((out / "stages" / "soup2" / RECORD).read_text())
+    # soup2 reads soup; changing soup's record (as a new command line would) reruns both
+    record_path = out / "stages" / "soup" / RECORD
+    record = json.loads(record_path.read_text())
+    record["argv"] = [*record["argv"], "--stale"]
+    record_path.write_text(json.dumps(record))
+    results, _ = _run(_recipe(tmp_path), out)
+    assert [r.skipped for r in results] == [False, False]
+    again = json.loads((out / "stages" / "soup2" / RECORD).read_text())
+    assert again["inputs"] != first["inputs"]  # soup's new run
+
+
+def test_an_output_that_no_longer_verifies_reruns_its_stage(tmp_path):
+    out = tmp_path / "out"
+    _run(_recipe(tmp_path), out)
+    weights = out / "stages" / "soup" / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
+    results, _ = _run(_recipe(tmp_path), out)
+    assert not results[0].skipped
+
+
+def test_a_failing_stage_names_its_log_and_records_nothing(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "bad",
+                "ship": "soup",
+                "stages": [
+                    {"name": "soup", "run": "average", "args": {"models": [MODEL, MODEL]}},
+                    {
+                        "name": "ol",
+                        "run": "eval",
+                        "args": {"data": str(tmp_path / "no-data"), "model": "{soup}"},
+                    },
+                ],
+            }
+        )
+    )
+    with pytest.raises(
+        RecipeError, match=r"stage 'ol': `blockplan eval` exited 2: error: .*no-data.*stage.log"
+    ):
+        _run(path, tmp_path / "out")
+    assert not (tmp_path / "out" / "stages" / "ol" / RECORD).exists()
+    assert (tmp_path / "out" / "stages" / "soup" / RECORD).exists()
+
+
+def test_one_output_folder_holds_one_scale(tmp_path):
+    out = tmp_path / "out"
+    _run(_recipe(tmp_path), out)
+    with pytest.raises(RecipeError, match="holds a full-scale run"):
+        run_recipe(load_recipe(_recipe(tmp_path)), out, "smoke", stream=io.StringIO())
+
+
+def test_an_unknown_from_stage_is_an_error(tmp_path):
+    with pytest.raises(RecipeError, match="--from-stage 'nope': no such stage"):
+        _run(_recipe(tmp_path), tmp_path / "out", from_stage="nope")

@@ -1,0 +1,51 @@
+"""scripts/: every file is listed in scripts/README.md, and the Python tools a user runs on a
+data set or a model folder do what their usage line says."""
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tests.train.conftest import write_dataset
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_lists_every_script_and_only_those():
+    listed = set(re.findall(r"^\| `([\w.]+)` \|", (SCRIPTS / "README.md").read_text(), re.M))
+    present = {p.name for p in SCRIPTS.iterdir() if p.is_file() and p.name != "README.md"}
+    assert listed == present
+
+
+def test_every_script_says_how_to_run_it():
+    for path in SCRIPTS.iterdir():
+        if path.suffix in (".py", ".sh"):
+            usage = f"scripts/{path.name}" in path.read_text()  # its usage line
+            assert usage or path.name == "system_deps.sh", path  # (the Makefile runs that one)
+
+
+def test_gate_pass_rates_passes_a_straight_constant_speed_expert(tmp_path, monkeypatch):
+    data = write_dataset(tmp_path / "data", {"train": [0], "test": [1, 2]})
+    for shard in (data / "test").glob("*.npz"):  # the labels' future speed, as recorded
+        arrays = dict(np.load(shard))
+        arrays["future_speed"] = np.full(arrays["future_xy"].shape[:2], 10.0)
+        np.savez_compressed(shard, **arrays)
+    out = tmp_path / "rates.json"
+    monkeypatch.setattr(sys, "argv", ["gate_pass_rates.py", str(data), "--json", str(out)])
+    _load("gate_pass_rates").main()
+    doc = json.loads(out.read_text())
+    rates = {k: v for k, v in doc.items() if isinstance(v, dict)}
+    assert set(rates) == {"highway"}
+    assert rates["highway"]["samples"] > 0
+    assert rates["highway"]["after_hard_gates"] == 1.0
+    assert rates["highway"]["left_out_reversing"] == 0
