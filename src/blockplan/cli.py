@@ -45,7 +45,8 @@ COMMANDS: dict[str, str] = {
 COMMAND_HELP: dict[str, str] = {
     "demo": "simulate a short scenario, replay it with the shipped model, write the report",
     "simulate": "simulate a highway-env episode with the expert and write a ROS 2 bag",
-    "dataset": "generate a sharded train/val/test data set (and a Fast-dDrive JSON export)",
+    "dataset": "generate a sharded train/val/test data set from the simulator (and a Fast-dDrive "
+    "JSON export) or from recorded bags (--from-bags)",
     "robot-demos": "record Meta-World scripted-expert demonstrations as ROS 2 bags and build a robot data set",
     "robot-scenes": "render many Meta-World layouts labelled with object, goal and hand positions (tower pretraining)",
     "train": "train a planner (SASD recipe) on simulator shards or Fast-dDrive JSON; torchrun for DDP",

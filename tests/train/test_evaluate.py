@@ -88,3 +88,24 @@ def test_the_summary_names_the_rollout_count_it_ran():
     results = {"model": row, "rollouts_n4": {**row, "num_rollouts": 16}}
     names = [line.split()[0] for line in summary_lines(results)[2:-1]]
     assert names == ["model", "rollouts_n16"]
+
+
+def test_critical_f1_counts_only_labelled_critical_objects():
+    """A bag's sample has no critical-object label: it leaves the F1 alone (None when no
+    sample has one) while its meta behaviour still counts."""
+    import numpy as np
+
+    from blockplan.train.evaluate import Tally
+    from blockplan.types import CRITICAL_OBJECT_KEYS, DrivingAnswer, Lateral, Longitudinal
+
+    def answer(flag: bool) -> DrivingAnswer:
+        critical = {k: flag and k == "nearby_vehicle" for k in CRITICAL_OBJECT_KEYS}
+        return DrivingAnswer(critical, "", Longitudinal.KEEP, Lateral.LANE_FOLLOW, np.zeros((5, 2)))
+
+    tally = Tally()
+    tally.count = 2
+    tally.add_answer(answer(True), answer(False), critical_known=False)
+    assert tally.result(with_answers=True)["critical_f1"] is None
+    tally.add_answer(answer(True), answer(True))
+    out = tally.result(with_answers=True)
+    assert out["critical_f1"] == 1.0 and out["meta_accuracy"] == 1.0

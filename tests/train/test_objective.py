@@ -98,3 +98,59 @@ def test_training_prompt_mask_is_the_planners_for_each_visual_layout():
         assert torch.equal(module.mask[:P, :P], expected)
         other = "frame_only" if layout == "frame_and_header" else "frame_and_header"
         assert not torch.equal(module.mask[:P, :P], prompt_mask(recipe.template, other))
+
+
+def test_unknown_sections_weigh_nothing(recipe):
+    """A sample whose explanation (and critical objects) are unknown, as a bag's are
+    (replay/dataset.py), adds no loss on those tokens: the loss equals the loss with those
+    positions' weights zeroed; all known is the loss without a mask, bit for bit."""
+    from blockplan.schema import SECTION_NAMES
+
+    module, prompt, answer, images, noisy, masks, _ = _setup(recipe)
+    masks = torch.from_numpy(masks)
+    with torch.no_grad():
+        plain = module(prompt, answer, images, noisy, masks)
+        known = torch.ones(2, len(SECTION_NAMES), dtype=torch.bool)
+        same = module(prompt, answer, images, noisy, masks, known_sections=known)
+        assert float(same["loss"]) == float(plain["loss"])
+        # sample 0: critical objects and explanation unknown; sample 1 all known
+        known[0, SECTION_NAMES.index("explanation")] = False
+        known[0, SECTION_NAMES.index("critical_objects")] = False
+        masked = module(prompt, answer, images, noisy, masks, known_sections=known)
+        unknown = (module.section == SECTION_NAMES.index("explanation")) | (
+            module.section == SECTION_NAMES.index("critical_objects")
+        )
+        assert bool(unknown.any())
+        # the same loss by hand: those positions of sample 0 weigh 0
+        weight = module.weight.expand(2, -1).clone()
+        weight[0, unknown] = 0.0
+        ref = _loss_with_weights(module, prompt, answer, images, noisy, masks, weight)
+    assert float(masked["loss"]) != float(plain["loss"])
+    torch.testing.assert_close(masked["loss"], ref)
+    # the explanation's mean is sample 1's alone
+    assert float(masked["ar/explanation"]) != float(plain["ar/explanation"])
+
+
+def _loss_with_weights(module, prompt, answer, images, noisy, masks, weight):
+    """0.5·diffusion + 0.5·AR with per-sample position weights (B, A), from the logits."""
+    import torch.nn.functional as F
+
+    P, A = module.prompt_len, module.answer_len
+    hidden = module.hidden_states(prompt, answer, images, noisy)
+    head = module.model.decoder.lm_head
+    e = module.editable
+    ce = F.cross_entropy(
+        head(hidden[:, P - 1 + e]).flatten(0, 1).float(),
+        answer[:, e].flatten(),
+        reduction="none",
+    )
+    w = weight[:, e].flatten()
+    ar = (ce * w).sum() / w.sum()
+    num, den = 0.0, 0.0
+    for c in range(noisy.shape[1]):
+        start = P + (1 + c) * A
+        m = masks[:, c]
+        logits = head(hidden[:, start - 1 : start - 1 + A][m])
+        ce = F.cross_entropy(logits.float(), answer[m], reduction="none")
+        num, den = num + (ce * weight[m]).sum(), den + weight[m].sum()
+    return 0.5 * num / den + 0.5 * ar

@@ -199,11 +199,15 @@ def _lateral_progress(log: EpisodeLog, i0: int, i1: int) -> float:
     return float(np.sum(np.diff(lat)[same])) if len(lat) > 1 else 0.0
 
 
-def _meta(log: EpisodeLog, t0: float) -> tuple[Longitudinal, Lateral]:
-    i0, i_end = log.index_at(t0), log.index_at(t0 + HORIZON_S)
-    speeds = log.ego[i0 : i_end + 1, EGO_SPEED]
-    dv = float(_interp_ego(log, np.array([t0 + LONGITUDINAL_WINDOW_S]), EGO_SPEED)[0] - speeds[0])
-    if speeds.min() < STOP_SPEED_MPS:
+def meta_behaviour(
+    speeds: np.ndarray, dv: float, dyaw: float, dlat: float, in_junction: bool
+) -> tuple[Longitudinal, Lateral]:
+    """The meta behaviour from the motion over a sample's 5 s future: `speeds` the speeds
+    (m/s) from t0 to t0 + 5 s, `dv` the speed change over the first `LONGITUDINAL_WINDOW_S`,
+    `dyaw` the heading change (rad, unwrapped) and `dlat` the left-positive lateral progress
+    across the lanes (m) over the 5 s, `in_junction` whether the future crosses a junction.
+    The simulator's labels and the bag data sets (replay/dataset.py) share these rules."""
+    if float(np.min(speeds)) < STOP_SPEED_MPS:
         longitudinal = Longitudinal.STOP
     elif dv > SPEED_CHANGE_MPS:
         longitudinal = Longitudinal.ACCELERATE
@@ -211,8 +215,6 @@ def _meta(log: EpisodeLog, t0: float) -> tuple[Longitudinal, Lateral]:
         longitudinal = Longitudinal.DECELERATE
     else:
         longitudinal = Longitudinal.KEEP
-    dyaw = float(log.ego[i_end, EGO_YAW] - log.ego[i0, EGO_YAW])
-    dlat = _lateral_progress(log, i0, i_end)
     if dyaw > TURN_YAW_RAD:
         lateral = Lateral.TURN_LEFT
     elif dyaw < -TURN_YAW_RAD:
@@ -221,11 +223,20 @@ def _meta(log: EpisodeLog, t0: float) -> tuple[Longitudinal, Lateral]:
         lateral = Lateral.LANE_CHANGE_LEFT
     elif dlat < -LANE_CHANGE_M:
         lateral = Lateral.LANE_CHANGE_RIGHT
-    elif log.ego_in_junction[i0 : i_end + 1].any():
+    elif in_junction:
         lateral = Lateral.STRAIGHT
     else:
         lateral = Lateral.LANE_FOLLOW
     return longitudinal, lateral
+
+
+def _meta(log: EpisodeLog, t0: float) -> tuple[Longitudinal, Lateral]:
+    i0, i_end = log.index_at(t0), log.index_at(t0 + HORIZON_S)
+    speeds = log.ego[i0 : i_end + 1, EGO_SPEED]
+    dv = float(_interp_ego(log, np.array([t0 + LONGITUDINAL_WINDOW_S]), EGO_SPEED)[0] - speeds[0])
+    dyaw = float(log.ego[i_end, EGO_YAW] - log.ego[i0, EGO_YAW])
+    dlat = _lateral_progress(log, i0, i_end)
+    return meta_behaviour(speeds, dv, dyaw, dlat, bool(log.ego_in_junction[i0 : i_end + 1].any()))
 
 
 def _route_command(log: EpisodeLog, t0: float) -> str:

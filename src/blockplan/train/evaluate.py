@@ -41,10 +41,10 @@ from blockplan.model.planner_model import PlannerModelConfig
 from blockplan.model.weights import read_config
 from blockplan.planner.parts import schema_from
 from blockplan.planner.planner import Planner
-from blockplan.schema import ScaffoldParseError, load_tokenizer
+from blockplan.schema import SECTION_NAMES, ScaffoldParseError, load_tokenizer
 from blockplan.train.baselines import EgoMLP, constant_velocity
 from blockplan.train.collision import ReplayMismatch, check_replay, plan_collides, replay_episode
-from blockplan.train.examples import load_shards, read_manifest
+from blockplan.train.examples import load_shards, read_manifest, shard_known_sections
 from blockplan.train.recipe import Recipe
 from blockplan.trajectory import (
     average_rollouts,
@@ -58,6 +58,7 @@ from blockplan.types import CRITICAL_OBJECT_KEYS, DrivingAnswer, Trajectory
 
 log = logging.getLogger(__name__)
 METHODS = ("model", "rollouts_n4", "constant_velocity", "ego_mlp")
+CRITICAL_SECTION = SECTION_NAMES.index("critical_objects")
 # Extra rows: N=4 rollouts averaged without the consensus filter (same plans, no decoding),
 # and the ground-truth waypoints themselves through the same JMT upsampling (the floor of the
 # protocol's ADE, and how often the expert's own plan passes the validity gates).
@@ -108,6 +109,7 @@ class Tally:
         self.collision_checked = 0
         self.meta_right = 0
         self.crit = np.zeros(3)  # true positives, false positives, false negatives
+        self.crit_samples = 0  # samples whose critical objects are labels
         self.parse_failures = 0
         self.latency_ms: list[float] = []
         self.gates_passed = 0
@@ -131,11 +133,17 @@ class Tally:
             self.collision_checked += 1
             self.collisions += plan_collides(traj, t0, world)
 
-    def add_answer(self, answer: DrivingAnswer, truth: DrivingAnswer) -> None:
+    def add_answer(
+        self, answer: DrivingAnswer, truth: DrivingAnswer, critical_known: bool = True
+    ) -> None:
+        """`critical_known` False: the sample's critical objects are no label (a bag's)."""
         self.meta_right += (answer.longitudinal, answer.lateral) == (
             truth.longitudinal,
             truth.lateral,
         )
+        if not critical_known:
+            return
+        self.crit_samples += 1
         for k in CRITICAL_OBJECT_KEYS:
             p, t = answer.critical_objects[k], truth.critical_objects[k]
             self.crit += [p and t, p and not t, t and not p]
@@ -159,7 +167,9 @@ class Tally:
         if with_answers:
             tp, fp, fn = self.crit
             out["meta_accuracy"] = self.meta_right / max(self.count - self.parse_failures, 1)
-            out["critical_f1"] = float(2 * tp / max(2 * tp + fp + fn, 1))
+            out["critical_f1"] = (  # None: no sample with labelled critical objects
+                float(2 * tp / max(2 * tp + fp + fn, 1)) if self.crit_samples else None
+            )
             out["parse_failures"] = self.parse_failures
             out["mean_latency_ms"] = float(np.mean(self.latency_ms)) if self.latency_ms else None
         return out
@@ -244,7 +254,8 @@ def evaluate(
     expert = tallies["expert_waypoints"]
     shards: dict[str, dict] = {}
     worlds: dict[str, Any] = {}
-    duration = float(manifest["options"]["duration_s"]) if "options" in manifest else None
+    duration = (manifest.get("options") or {}).get("duration_s")  # a bag set has none: no re-sim
+    duration = None if duration is None else float(duration)
     for k in tqdm(keep, desc=f"eval {split}", unit="sample", disable=not progress):
         entry, i = refs[k]
         name = entry["shard"]
@@ -253,6 +264,7 @@ def evaluate(
             shards[name] = load_shard(data_dir / name)
         shard = shards[name]
         obs, truth = sample_observation(shard, i), sample_answer(shard, i)
+        critical_known = bool(shard_known_sections(shard)[i, CRITICAL_SECTION])
         gt_xy = shard["future_xy"][i].astype(np.float64)
         t0 = obs.stamp_ns / 1e9
         world = _world(worlds, entry, duration, t0, gt_xy) if check_collisions else None
@@ -283,7 +295,7 @@ def evaluate(
                     tallies["rollouts_n4_plain_mean"].add_trajectory(
                         plain, gt_xy, t0, world, published(plan.rollouts), scenario
                     )
-                tally.add_answer(plan.answer, truth)
+                tally.add_answer(plan.answer, truth, critical_known)
             tally.add_trajectory(traj, gt_xy, t0, world, path, scenario)
         for tally, waypoints in [
             *((tallies[method], w) for method, w in baselines.items()),

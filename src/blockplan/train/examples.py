@@ -24,7 +24,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from blockplan.errors import UserError
-from blockplan.schema import ego_history_array, encode_answer, render_prompt
+from blockplan.schema import SECTION_NAMES, ego_history_array, encode_answer, render_prompt
 from blockplan.train.recipe import Recipe
 from blockplan.types import DrivingAnswer
 
@@ -53,6 +53,10 @@ class Examples(torch.utils.data.Dataset):
     # (N, 2, 5) float32 the lanes beside, per side: lanes, gap and speed of the car ahead and
     # of the car behind in that lane line (sim/dataset.py `shard_beside`); NaN: unknown
     beside: np.ndarray
+    # (N, len(SECTION_NAMES)) bool: which answer sections are labels; the loss skips the
+    # tokens of the others (a bag cannot label critical objects or an explanation,
+    # replay/dataset.py). Simulator and Fast-dDrive samples: all known.
+    known_sections: np.ndarray
 
     def __len__(self) -> int:
         return int(self.prompt_ids.shape[0])
@@ -66,7 +70,8 @@ class Examples(torch.utils.data.Dataset):
         """Tensors of the samples at `indices`: prompt_ids (B, P), answer_ids (B, A),
         images (B, K*T, H, W, 3) uint8, ego_history (B, num_history, 6) float32 (what a
         numeric ego encoder reads; a digit prompt already holds it); with `lane_pose` and
-        `lead`, the (B, 2) targets of the training-only probes."""
+        `lead`, the (B, 2) targets of the training-only probes; where a sample has an
+        unknown section, known_sections (B, num_sections) bool."""
         idx = np.asarray(indices, dtype=np.int64)
         out = {
             "prompt_ids": torch.from_numpy(self.prompt_ids[idx]),
@@ -78,6 +83,9 @@ class Examples(torch.utils.data.Dataset):
             out["lane_pose"] = torch.from_numpy(self.lane_pose[idx])
         if lead:
             out["lead"] = torch.from_numpy(self.lead[idx])
+        known = self.known_sections[idx]
+        if not known.all():  # all known: the loss as it always was
+            out["known_sections"] = torch.from_numpy(known)
         return out
 
 
@@ -93,11 +101,7 @@ class ExampleEncoder:
     def resize(self, images: np.ndarray) -> np.ndarray:
         """uint8 (N, H', W', 3) at any size → uint8 (N, H, W, 3) at the model's size, with the
         vision tower's own resampling (bilinear, antialiased)."""
-        if tuple(images.shape[1:3]) == self.size:
-            return np.ascontiguousarray(images)
-        x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float()
-        x = F.interpolate(x, size=self.size, mode="bilinear", antialias=True, align_corners=False)
-        return x.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
+        return resize_images(images, self.size)
 
     def prompt_ids(self, ego_history: np.ndarray, route_command: str) -> np.ndarray:
         """(P,) prompt ids for a (num_history, 6) ego history in the recipe's schema."""
@@ -121,6 +125,16 @@ class ExampleEncoder:
             answer, self.recipe.scaffold, self.recipe.tokenizer, self.recipe.schema
         )
         return ids
+
+
+def resize_images(images: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """uint8 (N, H', W', 3) → uint8 (N, H, W, 3) for `size` (H, W), with the vision tower's
+    own resampling (bilinear, antialiased); unchanged at that size already."""
+    if tuple(images.shape[1:3]) == tuple(size):
+        return np.ascontiguousarray(images)
+    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float()
+    x = F.interpolate(x, size=tuple(size), mode="bilinear", antialias=True, align_corners=False)
+    return x.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
 
 
 def resample_history(history: np.ndarray, period_s: float, schema) -> np.ndarray:
@@ -194,6 +208,7 @@ def load_shards(
         lane_pose = shard["lane_pose"].astype(np.float32) if "lane_pose" in shard else unknown
         lead = shard["lead"].astype(np.float32) if "lead" in shard else unknown
         beside = shard_beside(shard)
+        known = shard_known_sections(shard)
         for i in range(shard["stamp_ns"].shape[0]):
             obs = sample_observation(shard, i)
             images = shard["images"][i][order]  # (K, T, H', W', 3) in the model's order
@@ -214,9 +229,25 @@ def load_shards(
                     "lane_pose": lane_pose[i],
                     "lead": lead[i],
                     "beside": beside[i],
+                    "known_sections": known[i],
                 }
             )
     return _collect(rows)
+
+
+def shard_known_sections(shard: dict[str, np.ndarray]) -> np.ndarray:
+    """(N, len(SECTION_NAMES)) bool: the shard's `known_sections` (a bag data set's), or all
+    known (a simulator shard, which has no such array)."""
+    n = shard["stamp_ns"].shape[0]
+    if "known_sections" not in shard:
+        return np.ones((n, len(SECTION_NAMES)), dtype=bool)
+    known = np.asarray(shard["known_sections"], dtype=bool)
+    if known.shape != (n, len(SECTION_NAMES)):
+        raise DataError(
+            f"known_sections shape {known.shape}: expected ({n}, {len(SECTION_NAMES)}) "
+            f"(sections {list(SECTION_NAMES)})"
+        )
+    return known
 
 
 def load_fastddrive(path: str | Path, recipe: Recipe, history_period_s: float = 0.5) -> Examples:
@@ -271,6 +302,7 @@ def load_fastddrive(path: str | Path, recipe: Recipe, history_period_s: float = 
                 "lane_pose": np.full(2, np.nan, np.float32),
                 "lead": np.full(2, np.nan, np.float32),
                 "beside": np.full((2, 5), np.nan, np.float32),
+                "known_sections": np.ones(len(SECTION_NAMES), dtype=bool),
             }
         )
     return _collect(rows)

@@ -11,7 +11,9 @@ untouched and pure.
 Token shift: answer position a is predicted from the hidden state at a − 1 in its stream
 (for the clean stream, a = 0 is predicted by the last prompt token). Each stream's loss is
 the section-weighted mean cross-entropy over its targets: every editable position for AR,
-the masked positions of both complementary copies for diffusion.
+the masked positions of both complementary copies for diffusion. A sample's unknown
+sections (`known_sections`, e.g. the critical objects and explanation of a sample from a
+recorded bag, replay/dataset.py) weigh nothing: their tokens are context, never targets.
 
 Lane-pose probe (training only, `lane_probe`): a `TokenProbe` (train/probe.py) on the
 newest frame's visual tokens regresses the ego's pose in its lane (left-positive offset,
@@ -238,8 +240,15 @@ class SASDModule(nn.Module):
         lead_told: torch.Tensor | None = None,  # (B,) bool: the scene token says the true gap
         lead_input: torch.Tensor | None = None,  # (B, 2) the ego encoder's car ahead
         beside_input: torch.Tensor | None = None,  # (B, 2, 5) the ego encoder's lanes beside
+        known_sections: torch.Tensor | None = None,  # (B, num_sections) bool; None: all known
     ) -> dict[str, torch.Tensor]:
         B, P, A = answer_ids.shape[0], self.prompt_len, self.answer_len
+        # (B, A) per-sample CE weights: an unknown section's tokens weigh nothing
+        weight = self.weight.expand(B, A)
+        known = None
+        if known_sections is not None:
+            known = known_sections.to(torch.bool)[:, self.section]  # (B, A)
+            weight = weight * known
         recorder = KVRecorder(self.read_layers) if self.flow_head is not None else None
         visual: list[torch.Tensor] | None = [] if len(self.probes) else None
         scene: list[torch.Tensor] | None = [] if self.lead_scene else None
@@ -265,20 +274,23 @@ class SASDModule(nn.Module):
         ar_ce = F.cross_entropy(
             ar_logits.flatten(0, 1).float(), answer_ids[:, e].flatten(), reduction="none"
         )
-        ar_w = self.weight[e].repeat(B)  # (B*A_e,)
+        ar_w = weight[:, e].flatten()  # (B*A_e,)
         ar_sec = self.section[e].repeat(B)
+        ar_known = None if known is None else known[:, e].flatten()
         # diffusion: masked position a of copy c from that copy's hidden state at a - 1
-        diff_ce, diff_w, diff_sec = [], [], []
+        diff_ce, diff_w, diff_sec, diff_known = [], [], [], []
         for c in range(noisy_ids.shape[1]):
             start = P + (1 + c) * A
             shifted = hidden[:, start - 1 : start - 1 + A]  # (B, A, W): row a predicts a
             m = noisy_masks[:, c]  # (B, A)
             logits = lm_head(shifted[m])  # (M, V)
             diff_ce.append(F.cross_entropy(logits.float(), answer_ids[m], reduction="none"))
-            diff_w.append(self.weight.expand(B, A)[m])
+            diff_w.append(weight[m])
             diff_sec.append(self.section.expand(B, A)[m])
+            if known is not None:
+                diff_known.append(known[m])
         diff_ce, diff_w, diff_sec = torch.cat(diff_ce), torch.cat(diff_w), torch.cat(diff_sec)
-        ar_loss = (ar_ce * ar_w).sum() / ar_w.sum()
+        ar_loss = (ar_ce * ar_w).sum() / ar_w.sum().clamp_min(1e-6)
         diff_loss = (diff_ce * diff_w).sum() / diff_w.sum().clamp_min(1e-6)
         out = {
             "loss": DIFFUSION_WEIGHT * diff_loss + AR_WEIGHT * ar_loss,
@@ -306,6 +318,9 @@ class SASDModule(nn.Module):
                 raise ValueError("the scene token learns the lead targets from lead")
             said = torch.stack(scene)[:, self.front_newest].float()  # (B, n) in units
             out["lead"] = probe_loss(said, lead_targets(lead) / self.lead_scale)
+        if known is not None:  # the per-section means over the known tokens only
+            ar_sec = torch.where(ar_known, ar_sec, -1)
+            diff_sec = torch.where(torch.cat(diff_known), diff_sec, -1)
         for k, name in enumerate(SECTION_NAMES):
             out[f"ar/{name}"] = _mean_where(ar_ce, ar_sec == k)
             out[f"diffusion/{name}"] = _mean_where(diff_ce, diff_sec == k)

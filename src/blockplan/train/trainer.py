@@ -34,6 +34,7 @@ from blockplan.errors import UserError
 from blockplan.model.ego import BESIDE_INPUTS, LANE_INPUTS, LEAD_INPUTS, NUM_COLUMNS
 from blockplan.model.planner_model import PlannerModel
 from blockplan.model.vision import resample_cells
+from blockplan.schema import SECTION_NAMES
 from blockplan.train.checkpoint import MODEL_DIR, load_checkpoint, save_checkpoint
 from blockplan.train.distributed import (
     DistContext,
@@ -478,7 +479,11 @@ class Trainer:
         if self.draft_files is None:  # the training answers' n-gram table, made once
             r = self.recipe
             sections = text_sections(r.scaffold, r.schema, r.tokenizer)
-            self.draft_files = draft_files(r.scaffold, self.train_set.answer_ids, sections)
+            # only the answers whose text is a label (a bag's sample has none)
+            columns = [SECTION_NAMES.index(name) for name in sections]
+            labelled = self.train_set.known_sections[:, columns].all(axis=1)
+            answers = self.train_set.answer_ids[labelled]
+            self.draft_files = draft_files(r.scaffold, answers, sections)
         save_checkpoint(
             self.out / CHECKPOINT_DIR,
             self.model,
