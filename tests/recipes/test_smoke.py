@@ -58,4 +58,16 @@ def test_the_robot_recipe_at_smoke_scale(tmp_path, monkeypatch):
     assert "Meta-World `reach`" in (model / "MODEL_CARD.md").read_text()
 
 
+def test_fine_tuning_the_shipped_model_on_two_bags(tmp_path, monkeypatch):
+    importorskip("highway_env")
+    model = _run_smoke("finetune-own-bags", tmp_path / "out", monkeypatch)
+    data = json.loads((tmp_path / "out" / "stages" / "bag-data" / "manifest.json").read_text())
+    assert data  # the set built from the two bags
+    replay = next((tmp_path / "out" / "stages" / "replay-a").rglob("metrics.json"))
+    assert json.loads(replay.read_text())["plans"] > 0
+    assert (model / "config.json").read_text() == (
+        REPO / "models" / "blockplan-tiny" / "config.json"
+    ).read_text()  # a fine-tune keeps the architecture
+
+
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
