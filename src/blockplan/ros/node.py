@@ -48,7 +48,6 @@ from typing import Any
 
 import rclpy
 from lifecycle_msgs.srv import ChangeState
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.exceptions import InvalidTopicNameException, ParameterException
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
@@ -57,17 +56,9 @@ from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.qos import QoSProfile
 
 from blockplan.bags import (
-    ImageDecodeError,
     MessageFieldError,
     ModuleMessages,
-    OdometryError,
-    beside_from_msg,
     diagnostics_to_msg,
-    header_stamp_ns,
-    image_msg_to_frame,
-    lane_pose_from_msg,
-    lead_from_msg,
-    odometry_to_ego,
 )
 from blockplan.config import DEFAULT_NODE_NAME, ConfigError, PlannerConfig
 from blockplan.messages.robot_tick import CHUNK, GRIPPER, TWIST, RobotTickMessages
@@ -97,28 +88,25 @@ from blockplan.ros.interfaces import (
     OUTPUT_QOS,
     ROUTE_QOS,
     RosClock,
-    parameter_descriptor,
 )
 from blockplan.ros.logs import route_package_logging, unroute_package_logging
+from blockplan.ros.node_inputs import NodeInputs
+from blockplan.ros.node_parameters import NodeParameters
 from blockplan.ros.params import (
     ParameterSpec,
-    base_parameter_specs,
-    camera_parameter_specs,
     camera_subscription,
-    config_from_values,
     node_topic,
-    unknown_parameters,
 )
-from blockplan.runtime import InvalidInput, PlannerRuntime, ThreadWorker, plan_postprocess
+from blockplan.runtime import PlannerRuntime, ThreadWorker, plan_postprocess
 from blockplan.runtime.cpu import CpuMeter
-from blockplan.runtime.health import ERROR, OK, WARN, DiagnosticStatusData
+from blockplan.runtime.health import ERROR, WARN, DiagnosticStatusData
 from blockplan.runtime.robot import RobotRuntime
 
 EXIT_LINGER_S = 0.3
 RCLError = _rclpy.RCLError
 
 
-class PlannerNode(Node):
+class PlannerNode(NodeParameters, NodeInputs, Node):
     """The blockplan planner as a lifecycle node (see the module docstring)."""
 
     def __init__(self, node_name: str = DEFAULT_NODE_NAME, **kwargs: Any) -> None:
@@ -284,76 +272,6 @@ class PlannerNode(Node):
         self.get_logger().error(f"{transition} raised {type(error).__name__}: {error}")
         return TransitionCallbackReturn.ERROR
 
-    # ------------------------------------------------------------------ parameters
-
-    def _declare(self, specs: list[ParameterSpec]) -> None:
-        for spec in specs:
-            if not self.has_parameter(spec.name):  # a second configure keeps the values
-                self.declare_parameter(spec.name, spec.default, parameter_descriptor(spec))
-                self._declared[spec.name] = spec
-
-    def _values(self) -> dict[str, Any]:
-        return {name: self.get_parameter(name).value for name in self._declared}
-
-    def _read_parameters(self) -> PlannerConfig:
-        self._declare(base_parameter_specs())
-        self._declare(camera_parameter_specs(list(self.get_parameter("cameras.names").value)))
-        # rclpy keeps the params-file values in `_parameter_overrides` (no public accessor);
-        # one the node does not declare is a typo that would otherwise be ignored.
-        given = getattr(self, "_parameter_overrides", {})
-        unknown = unknown_parameters(given, self._declared)
-        if unknown:
-            raise ConfigError(f"unknown parameter(s) {unknown}: not fields of the planner config")
-        values = self._values()
-        config = config_from_values(values)
-        self._configured_values, self._pending, self._refused = values, {}, []
-        if not self._is_validating_changes:
-            self.add_on_set_parameters_callback(self._on_set_parameters)
-            self._is_validating_changes = True
-        return config
-
-    def _on_set_parameters(self, parameters: list[Any]) -> SetParametersResult:
-        """Reject a change the config would reject; accepted ones apply at the next
-        configure (deactivate → cleanup → configure → activate)."""
-        declared = self._declared
-        changes = {
-            p.name: p.value
-            for p in parameters
-            if p.name in declared and not declared[p.name].read_only  # rclpy refuses those
-        }
-        if not changes:
-            return SetParametersResult(successful=True)
-        try:
-            config_from_values({**self._values(), **changes})
-        except ConfigError as e:
-            given = ", ".join(f"{k}={v!r}" for k, v in sorted(changes.items()))
-            self._refused = [*self._refused[-4:], f"{given} ({e})"]
-            return SetParametersResult(successful=False, reason=str(e))
-        for name, value in changes.items():
-            if name in self._configured_values and value == self._configured_values[name]:
-                self._pending.pop(name, None)  # back to what runs
-            else:
-                self._pending[name] = value
-        self.get_logger().info(f"{sorted(changes)} changed: applied at the next configure")
-        return SetParametersResult(successful=True)
-
-    def _parameters_status(self) -> DiagnosticStatusData:
-        """`blockplan: parameters`: OK while the parameters are those the running config
-        was built from; WARN naming the changes that wait for the next configure and the
-        changes refused since the last diagnostics."""
-        pending, refused = dict(self._pending), self._refused
-        self._refused = []
-        parts = []
-        if pending:
-            changed = ", ".join(f"{k}={v!r}" for k, v in sorted(pending.items()))
-            parts.append(f"changed since configure, applied at the next configure: {changed}")
-        if refused:
-            parts.append(f"refused: {'; '.join(refused)}")
-        values = {"pending": ", ".join(sorted(pending)) or "none"}
-        if not parts:
-            return DiagnosticStatusData("blockplan: parameters", OK, "as configured", values=values)
-        return DiagnosticStatusData("blockplan: parameters", WARN, "; ".join(parts), values=values)
-
     # ------------------------------------------------------------------ wiring
 
     def _create_io(self, config: PlannerConfig) -> None:
@@ -446,76 +364,6 @@ class PlannerNode(Node):
         gc.unfreeze()  # frozen at activation: the collector sees the released model again
 
     # ------------------------------------------------------------------ callbacks
-
-    def _image_callback(self, camera: str, topic: str) -> Any:
-        def on_image(msg: Any) -> None:
-            runtime = self._runtime
-            if runtime is None:
-                return
-            try:
-                frame = image_msg_to_frame(msg, camera)
-            except ImageDecodeError as e:
-                runtime.on_invalid_input(InvalidInput.INVALID_IMAGE, f"{topic}: {e}")
-                return
-            runtime.on_frame(frame)
-
-        return on_image
-
-    def _on_odometry(self, msg: Any) -> None:
-        runtime = self._runtime
-        if runtime is None:
-            return
-        try:
-            ego = odometry_to_ego(msg)
-        except OdometryError as e:  # a zero quaternion: counted like any bad input
-            runtime.on_invalid_input(InvalidInput.ODOMETRY_INVALID_QUATERNION, str(e))
-            return
-        runtime.on_odometry(ego)
-
-    def _on_joint_state(self, msg: Any) -> None:
-        runtime = self._runtime
-        if runtime is None:
-            return
-        try:
-            stamp_ns = header_stamp_ns(msg)
-        except (AttributeError, ValueError) as e:
-            runtime.on_invalid_input("invalid_joint_state", f"joint state header: {e}")
-            return
-        runtime.on_joint_state(stamp_ns, list(msg.name), list(msg.position))
-
-    def _on_instruction(self, msg: Any) -> None:
-        runtime = self._runtime
-        if runtime is not None:
-            runtime.on_instruction(str(msg.data))
-
-    def _on_route_command(self, msg: Any) -> None:
-        runtime = self._runtime
-        if runtime is not None:
-            runtime.on_route_command(str(msg.data))
-
-    def _on_lane_pose(self, msg: Any) -> None:
-        runtime = self._runtime
-        if runtime is not None:
-            runtime.on_lane_pose(*lane_pose_from_msg(msg))
-
-    def _on_lead(self, msg: Any) -> None:
-        runtime = self._runtime
-        if runtime is not None:
-            runtime.on_lead(*lead_from_msg(msg))
-
-    def _on_beside(self, msg: Any) -> None:
-        """The lanes beside carry no header: stamped on arrival with the node's clock (sim
-        time under replay)."""
-        runtime = self._runtime
-        if runtime is None:
-            return
-        stamp = self.get_clock().now().nanoseconds
-        try:
-            beside = beside_from_msg(msg)
-        except ValueError as e:
-            runtime.on_invalid_input(InvalidInput.BESIDE_INVALID, str(e))
-            return
-        runtime.on_beside(stamp, beside)
 
     def _on_tick(self) -> None:
         with self._lock:
