@@ -55,9 +55,27 @@ DEFAULT_NODE_NAME = PLANNER_NODE_NAME
 DEFAULT_CAMERA_TOPIC = "/camera/{name}/image_raw"  # .format(name=...): a camera's default topic
 
 
+# Plausibility bounds of settings that size what the runtime allocates or starts: a value
+# beyond one is a typo or a corrupt file, never a configuration that could run.
+MAX_THREADS = 1024  # torch / onnxruntime CPU threads (each one is started)
+MAX_DENOISE_STEPS = 65536
+MAX_RATE_HZ = 1000.0  # the control loop's timer; faster is no control rate a node keeps
+MAX_TRAJECTORY_POINTS = 10_000  # horizon_s / dt: the points of every published trajectory
+MAX_SHOWN = 80  # characters of a bad value an error shows
+
+
+def shown(value: Any) -> str:
+    """`repr(value)`, cut to MAX_SHOWN characters (a huge list must not make a huge
+    message). A container is summarised before its repr is built."""
+    if isinstance(value, (list, tuple, dict)) and len(value) > 8:
+        return f"<{type(value).__name__} of {len(value)} items>"
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else f"{text[: MAX_SHOWN - 3]}..."
+
+
 def _check(ok: bool, where: str, value: Any, why: str) -> None:
     if not ok:
-        raise ConfigError(f"{where}={value!r}: {why}")
+        raise ConfigError(f"{where}={shown(value)}: {why}")
 
 
 def _one_of(where: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -129,7 +147,12 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _check(bool(self.dir), "model.dir", self.dir, "must not be empty")
         _check_fields(self, "model")
-        _check(self.num_threads >= 1, "model.num_threads", self.num_threads, "must be >= 1")
+        _check(
+            1 <= self.num_threads <= MAX_THREADS,
+            "model.num_threads",
+            self.num_threads,
+            f"must be in [1, {MAX_THREADS}]",
+        )
         _check(
             re.fullmatch(r"cpu|cuda(:\d+)?", self.device) is not None,
             "model.device",
@@ -179,10 +202,10 @@ class DecodingConfig:
             "must be in (0, 1]",
         )
         _check(
-            self.max_denoise_steps >= 1,
+            1 <= self.max_denoise_steps <= MAX_DENOISE_STEPS,
             "decoding.max_denoise_steps",
             self.max_denoise_steps,
-            "must be >= 1",
+            f"must be in [1, {MAX_DENOISE_STEPS}]",
         )
 
 
@@ -303,6 +326,12 @@ class ControlConfig:
 
     def __post_init__(self) -> None:
         _check_fields(self, "control")
+        _check(
+            self.rate_hz <= MAX_RATE_HZ,
+            "control.rate_hz",
+            self.rate_hz,
+            f"must be <= {MAX_RATE_HZ}",
+        )
 
 
 @dataclass(frozen=True)
@@ -385,6 +414,13 @@ class TrajectoryOutputConfig:
         _check_fields(self, "trajectory")
         _check(
             self.dt <= self.horizon_s, "trajectory.dt", self.dt, "must be <= trajectory.horizon_s"
+        )
+        points = self.horizon_s / self.dt
+        _check(
+            points <= MAX_TRAJECTORY_POINTS,
+            "trajectory.horizon_s / trajectory.dt",
+            points,
+            f"points per published trajectory: must be <= {MAX_TRAJECTORY_POINTS}",
         )
         _check(
             0.0 <= self.stitch_duration_s < self.horizon_s,
@@ -620,30 +656,30 @@ def _coerce(where: str, value: Any, hint: Any) -> Any:
         return _coerce(where, value, args[0])
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}={value!r}: must be a number")
+            raise ConfigError(f"{where}={shown(value)}: must be a number")
         return float(value)
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}={value!r}: must be an integer")
+            raise ConfigError(f"{where}={shown(value)}: must be an integer")
         return value
     if hint is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}={value!r}: must be true or false")
+            raise ConfigError(f"{where}={shown(value)}: must be true or false")
         return value
     if hint is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{where}={value!r}: must be a string")
+            raise ConfigError(f"{where}={shown(value)}: must be a string")
         return value
     if hint == tuple[int, ...]:
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}={value!r}: must be a list of integers")
+            raise ConfigError(f"{where}={shown(value)}: must be a list of integers")
         return tuple(_coerce(f"{where}[{i}]", v, int) for i, v in enumerate(value))
     raise TypeError(f"{where}: unsupported annotation {hint!r}")  # a bug in this module
 
 
 def _build(cls: type, params: Mapping[str, Any], prefix: str) -> Any:
     if not isinstance(params, Mapping):
-        raise ConfigError(f"{prefix.rstrip('.') or '<root>'}={params!r}: must be a mapping")
+        raise ConfigError(f"{prefix.rstrip('.') or '<root>'}={shown(params)}: must be a mapping")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(params) - names)
@@ -664,16 +700,21 @@ def _build(cls: type, params: Mapping[str, Any], prefix: str) -> Any:
 
 def _build_cameras(params: Mapping[str, Any]) -> tuple[CameraConfig, ...]:
     if not isinstance(params, Mapping) or "names" not in params:
-        raise ConfigError(f"cameras={params!r}: must be a mapping with a 'names' list")
+        raise ConfigError(f"cameras={shown(params)}: must be a mapping with a 'names' list")
     names = params["names"]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"cameras.names={names!r}: must be a list of strings")
+        raise ConfigError(f"cameras.names={shown(names)}: must be a list of strings")
     unknown = sorted(set(params) - {"names", *names})
     if unknown:
         raise ConfigError(f"unknown parameter 'cameras.{unknown[0]}': not listed in cameras.names")
     cameras = []
     for name in names:
-        sub = dict(params.get(name) or {})
+        sub = params.get(name) or {}
+        if not isinstance(sub, Mapping):
+            raise ConfigError(
+                f"cameras.{name}={shown(sub)}: must be a mapping of topic and transport"
+            )
+        sub = dict(sub)
         sub.setdefault("topic", DEFAULT_CAMERA_TOPIC.format(name=name))
         cameras.append(_build(CameraConfig, {"name": name, **sub}, f"cameras.{name}."))
     return tuple(cameras)
