@@ -61,35 +61,40 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def read_json_file(path: Path, error: type[UserError] = WeightsError) -> tuple[Any, str]:
+def read_json_file(
+    path: Path,
+    error: type[UserError] = WeightsError,
+    template: str = "{path}: cannot read it ({reason})",
+) -> tuple[Any, str]:
     """A folder's JSON file, strictly: at most `MAX_JSON_BYTES` (checked before reading),
     UTF-8 without a byte-order mark, one JSON document whose objects repeat no key, nested
     as deep as Python's parser can go. Returns the document and its text; anything else is
-    an `error` naming the file (one line)."""
+    an `error` (one line: `template` with the file and the reason)."""
+
+    def fail(reason: str) -> UserError:
+        return error(template.format(path=path, reason=reason))
+
     try:
         size = path.stat().st_size
-    except OSError as e:
-        raise error(f"{path}: cannot read it ({e.strerror or e})") from e
-    limit = MAX_JSON_BYTES.get(path.name, MAX_OTHER_JSON_BYTES)
-    if size > limit:
-        raise error(f"{path}: {size} bytes; at most {limit} are read")
-    try:
+        limit = MAX_JSON_BYTES.get(path.name, MAX_OTHER_JSON_BYTES)
+        if size > limit:
+            raise fail(f"{size} bytes; at most {limit} are read")
         data = path.read_bytes()
     except OSError as e:
-        raise error(f"{path}: cannot read it ({e.strerror or e})") from e
+        raise fail(str(e.strerror or e)) from e
     if data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
-        raise error(f"{path}: starts with a byte-order mark; write it as UTF-8 without one")
+        raise fail("it starts with a byte-order mark; write it as UTF-8 without one")
     try:
         text = data.decode("utf-8")
         return json.loads(text, object_pairs_hook=_unique_keys), text
     except UnicodeDecodeError as e:
-        raise error(f"{path}: not UTF-8 (byte {e.start}); write it as UTF-8") from e
+        raise fail(f"not UTF-8 at byte {e.start}; write it as UTF-8") from e
     except json.JSONDecodeError as e:
-        raise error(f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from e
+        raise fail(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from e
     except ValueError as e:  # a repeated key
-        raise error(f"{path}: {e}") from e
+        raise fail(str(e)) from e
     except RecursionError as e:
-        raise error(f"{path}: nested too deep") from e
+        raise fail("nested too deep") from e
 
 
 def is_plain_name(name: str) -> bool:
@@ -137,7 +142,9 @@ def read_manifest(folder: str | Path) -> dict[str, str] | None:
     check_inside(Path(folder), MANIFEST_NAME, path)
     doc, _ = read_json_file(path)
     if not isinstance(doc, dict):
-        raise WeightsError(f"{path}: a JSON {type(doc).__name__}, not an object; {shape}")
+        raise WeightsError(
+            f"{path}: no file digests (a JSON {type(doc).__name__}, not an object); {shape}"
+        )
     extra = sorted(set(doc) - {"sha256"})
     if extra:
         raise WeightsError(f"{path}: unknown key {extra[0]!r}; {shape}")
@@ -219,7 +226,7 @@ def read_config(folder: str | Path) -> dict[str, Any]:
     if not folder.is_dir():
         raise ModelConfigError(f"{folder}: no such model folder")
     path = folder / CONFIG_NAME
-    raw, _ = read_json_file(path, ModelConfigError)
+    raw, _ = read_json_file(path, ModelConfigError, "cannot read {path}: {reason}")
     if not isinstance(raw, dict):
         raise ModelConfigError(f"{path}: expected a JSON object, not {type(raw).__name__}")
     return raw

@@ -489,7 +489,9 @@ def _check_special_tokens(schema: object, what: str) -> None:
             continue
         value = getattr(schema, f.name)
         if not isinstance(value, str) or not value:
-            raise SchemaError(f"{what}.{f.name}={value!r}: must be a non-empty token")
+            raise SchemaError(f"{what} special tokens: {f.name}={value!r}: must not be empty")
         if value in seen:
-            raise SchemaError(f"{what}.{f.name}={value!r}: the same token as {seen[value]}")
+            raise SchemaError(
+                f"{what} special tokens: {f.name}={value!r}: the same token as {seen[value]}"
+            )
         seen[value] = f.name
