@@ -216,7 +216,7 @@ def verify_manifest(folder: str | Path, required: Iterable[str] | None = None) -
         actual = sha256_file(file)
         if actual != expected:
             raise WeightsError(
-                f"{file}: sha256 {actual} does not match {expected}, its digest in {path}"
+                f"{file}: sha256 {actual} does not match the manifest {path}: {expected}"
             )
     return True
 
