@@ -43,6 +43,9 @@ def unflatten_params(flat: Mapping[str, Any]) -> dict[str, Any]:
     return nested
 
 
+MAX_FLOW_DEPTH = 64  # nested [ / { of one params file (the shipped ones: 1)
+
+
 class ParamsLoader(yaml.SafeLoader):
     """YAML as ROS 2 reads a params file: `1e3` and `1.0e3` are numbers (PyYAML's YAML 1.1
     wants a sign in the exponent and reads them as strings; rcl's parser takes them as
@@ -64,6 +67,18 @@ class ParamsLoader(yaml.SafeLoader):
             seen[key] = key_node
         return super().construct_mapping(node, deep=deep)
 
+    def fetch_flow_collection_start(self, TokenClass: type) -> None:
+        """A `[` or `{`: refused past MAX_FLOW_DEPTH open ones (PyYAML takes minutes over
+        a file of 10^5 nested brackets before its composer runs out of recursion)."""
+        if self.flow_level >= MAX_FLOW_DEPTH:
+            raise yaml.scanner.ScannerError(
+                None,
+                None,
+                f"nested more than {MAX_FLOW_DEPTH} brackets deep",
+                self.get_mark(),
+            )
+        super().fetch_flow_collection_start(TokenClass)  # type: ignore[misc]
+
 
 ParamsLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
@@ -76,11 +91,12 @@ def _yaml_problem(error: Exception) -> str:
     """A YAML error as one line: the problem and its line (PyYAML's text spans lines)."""
     if isinstance(error, yaml.MarkedYAMLError) and error.problem:
         where = f"line {error.problem_mark.line + 1}: " if error.problem_mark else ""
-        return f"{where}{error.problem}"
-    return str(error)
+        return " ".join(f"{where}{error.problem}".split())
+    return " ".join(str(error).split())  # one line: PyYAML's text spans several
 
 
 PLANNER_NODE_NAME = "blockplan_planner"  # the node's name in every launch file
+MAX_PARAMS_BYTES = 1 << 20  # the shipped files are a few kB
 
 
 def load_yaml(text: str) -> Any:
@@ -96,9 +112,16 @@ def read_params_file(path: str | Path, node_name: str | None = None) -> dict[str
     """
     path = Path(path)
     try:
-        doc = load_yaml(path.read_text())
+        size = path.stat().st_size
+        if size > MAX_PARAMS_BYTES:  # PyYAML reads ~1 MB/s: refuse before reading
+            raise ConfigError(
+                f"{path}: {size} bytes; a params file is at most {MAX_PARAMS_BYTES} bytes"
+            )
+        doc = load_yaml(path.read_text(encoding="utf-8"))  # as rcl reads it
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise ConfigError(f"cannot read params file {path}: {_yaml_problem(e)}") from e
+    except RecursionError as e:  # PyYAML's composer recurses once per nesting level
+        raise ConfigError(f"cannot read params file {path}: nested too deep") from e
     if not isinstance(doc, dict) or not doc:
         raise ConfigError(f"{path}: expected '<node_name>: {{ros__parameters: ...}}' at the top")
     if node_name is None:
@@ -115,6 +138,11 @@ def read_params_file(path: str | Path, node_name: str | None = None) -> dict[str
     if not isinstance(section, dict) or "ros__parameters" not in section:
         raise ConfigError(f"{path}: no 'ros__parameters' for node {node_name!r}")
     params = section["ros__parameters"] or {}
+    if not isinstance(params, dict):
+        raise ConfigError(
+            f"{path}: ros__parameters of node {node_name!r} must be a mapping, not "
+            f"{type(params).__name__}"
+        )
     extra = sorted(set(section) - {"ros__parameters"})
     if extra:
         raise ConfigError(f"{path}: unknown key {extra[0]!r} next to ros__parameters")

@@ -26,6 +26,7 @@ from blockplan.bags.images import (
     encode_compressed_image,
     encode_image,
     frame_to_image_msg,
+    image_msg_size,
     image_msg_to_frame,
     is_compressed_image,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "encode_image",
     "frame_to_image_msg",
     "header_stamp_ns",
+    "image_msg_size",
     "image_msg_to_frame",
     "is_compressed_image",
     "lane_pose_from_msg",

@@ -153,6 +153,20 @@ def is_compressed_image(msg: Any) -> bool:
     return hasattr(msg, "format") and not hasattr(msg, "encoding")
 
 
+def image_msg_size(msg: Any) -> tuple[int, int]:
+    """(height, width) of either image message without decoding it: a raw image's header
+    fields, a compressed image's file header (PIL reads no pixels before `load`)."""
+    if not is_compressed_image(msg):
+        return int(msg.height), int(msg.width)
+    data = _as_bytes_array(msg.data).tobytes()
+    try:
+        with PILImage.open(io.BytesIO(data)) as img:
+            width, height = img.size
+    except (OSError, ValueError, SyntaxError) as e:
+        raise ImageDecodeError(f"CompressedImage ({len(data)} bytes): no image header: {e}") from e
+    return int(height), int(width)
+
+
 def image_msg_to_frame(msg: Any, camera: str) -> CameraFrame:
     """Either image message → CameraFrame stamped with the header stamp."""
     rgb = decode_compressed_image(msg) if is_compressed_image(msg) else decode_image(msg)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from blockplan.config.fields import _check_fields, choice, signed
+from blockplan.config.fields import MAX_RATE_HZ, _check, _check_fields, choice, signed
 
 TIMING_MODES = ("ideal", "measured")
 FALLBACK_POLICIES = ("stop", "hold_last")
@@ -22,6 +22,12 @@ class ControlConfig:
 
     def __post_init__(self) -> None:
         _check_fields(self, "control")
+        _check(
+            self.rate_hz <= MAX_RATE_HZ,
+            "control.rate_hz",
+            self.rate_hz,
+            f"must be <= {MAX_RATE_HZ}",
+        )
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from blockplan.config.fields import _check, _check_fields, bounded, choice, signed
+from blockplan.config.fields import (
+    MAX_DENOISE_STEPS,
+    _check,
+    _check_fields,
+    bounded,
+    choice,
+    signed,
+)
 
 STRATEGIES = (
     "ar",
@@ -46,10 +53,10 @@ class DecodingConfig:
             "must be in (0, 1]",
         )
         _check(
-            self.max_denoise_steps >= 1,
+            1 <= self.max_denoise_steps <= MAX_DENOISE_STEPS,
             "decoding.max_denoise_steps",
             self.max_denoise_steps,
-            "must be >= 1",
+            f"must be in [1, {MAX_DENOISE_STEPS}]",
         )
 
 

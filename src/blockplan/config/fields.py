@@ -11,10 +11,27 @@ from typing import Any
 
 from blockplan.errors import ConfigError
 
+# Plausibility bounds of settings that size what the runtime allocates or starts: a value
+# beyond one is a typo or a corrupt file, never a configuration that could run.
+MAX_THREADS = 1024  # torch / onnxruntime CPU threads (each one is started)
+MAX_DENOISE_STEPS = 65536
+MAX_RATE_HZ = 1000.0  # the control loop's timer; faster is no control rate a node keeps
+MAX_TRAJECTORY_POINTS = 10_000  # horizon_s / dt: the points of every published trajectory
+MAX_SHOWN = 80  # characters of a bad value an error shows
+
+
+def shown(value: Any) -> str:
+    """`repr(value)`, cut to MAX_SHOWN characters (a huge list must not make a huge
+    message). A container is summarised before its repr is built."""
+    if isinstance(value, (list, tuple, dict)) and len(value) > 8:
+        return f"<{type(value).__name__} of {len(value)} items>"
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else f"{text[: MAX_SHOWN - 3]}..."
+
 
 def _check(ok: bool, where: str, value: Any, why: str) -> None:
     if not ok:
-        raise ConfigError(f"{where}={value!r}: {why}")
+        raise ConfigError(f"{where}={shown(value)}: {why}")
 
 
 def _one_of(where: str, value: str, allowed: tuple[str, ...]) -> None:

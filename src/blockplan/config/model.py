@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from blockplan.config.fields import _check, _check_fields, choice
+from blockplan.config.fields import MAX_THREADS, _check, _check_fields, choice
 
 BACKENDS = ("auto", "torch", "onnxruntime", "tensorrt")
 DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -35,7 +35,12 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _check(bool(self.dir), "model.dir", self.dir, "must not be empty")
         _check_fields(self, "model")
-        _check(self.num_threads >= 1, "model.num_threads", self.num_threads, "must be >= 1")
+        _check(
+            1 <= self.num_threads <= MAX_THREADS,
+            "model.num_threads",
+            self.num_threads,
+            f"must be in [1, {MAX_THREADS}]",
+        )
         _check(
             re.fullmatch(r"cpu|cuda(:\d+)?", self.device) is not None,
             "model.device",

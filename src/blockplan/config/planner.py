@@ -19,7 +19,7 @@ from blockplan.config.cameras import (
 )
 from blockplan.config.control import ControlConfig, FallbackConfig
 from blockplan.config.decoding import DecodingConfig, FlowConfig, PipelineConfig, RolloutConfig
-from blockplan.config.fields import _check
+from blockplan.config.fields import _check, shown
 from blockplan.config.model import ModelConfig
 from blockplan.config.robot import RobotConfig
 from blockplan.config.topics import FramesConfig, TopicsConfig
@@ -84,30 +84,30 @@ def _coerce(where: str, value: Any, hint: Any) -> Any:
         return _coerce(where, value, args[0])
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}={value!r}: must be a number")
+            raise ConfigError(f"{where}={shown(value)}: must be a number")
         return float(value)
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}={value!r}: must be an integer")
+            raise ConfigError(f"{where}={shown(value)}: must be an integer")
         return value
     if hint is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}={value!r}: must be true or false")
+            raise ConfigError(f"{where}={shown(value)}: must be true or false")
         return value
     if hint is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{where}={value!r}: must be a string")
+            raise ConfigError(f"{where}={shown(value)}: must be a string")
         return value
     if hint == tuple[int, ...]:
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}={value!r}: must be a list of integers")
+            raise ConfigError(f"{where}={shown(value)}: must be a list of integers")
         return tuple(_coerce(f"{where}[{i}]", v, int) for i, v in enumerate(value))
     raise TypeError(f"{where}: unsupported annotation {hint!r}")  # a bug in this module
 
 
 def _build(cls: type, params: Mapping[str, Any], prefix: str) -> Any:
     if not isinstance(params, Mapping):
-        raise ConfigError(f"{prefix.rstrip('.') or '<root>'}={params!r}: must be a mapping")
+        raise ConfigError(f"{prefix.rstrip('.') or '<root>'}={shown(params)}: must be a mapping")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(params) - names)
@@ -128,16 +128,21 @@ def _build(cls: type, params: Mapping[str, Any], prefix: str) -> Any:
 
 def _build_cameras(params: Mapping[str, Any]) -> tuple[CameraConfig, ...]:
     if not isinstance(params, Mapping) or "names" not in params:
-        raise ConfigError(f"cameras={params!r}: must be a mapping with a 'names' list")
+        raise ConfigError(f"cameras={shown(params)}: must be a mapping with a 'names' list")
     names = params["names"]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"cameras.names={names!r}: must be a list of strings")
+        raise ConfigError(f"cameras.names={shown(names)}: must be a list of strings")
     unknown = sorted(set(params) - {"names", *names})
     if unknown:
         raise ConfigError(f"unknown parameter 'cameras.{unknown[0]}': not listed in cameras.names")
     cameras = []
     for name in names:
-        sub = dict(params.get(name) or {})
+        sub = params.get(name) or {}
+        if not isinstance(sub, Mapping):
+            raise ConfigError(
+                f"cameras.{name}={shown(sub)}: must be a mapping of topic and transport"
+            )
+        sub = dict(sub)
         sub.setdefault("topic", DEFAULT_CAMERA_TOPIC.format(name=name))
         cameras.append(_build(CameraConfig, {"name": name, **sub}, f"cameras.{name}."))
     return tuple(cameras)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from blockplan.config.fields import _check, _check_fields, signed
+from blockplan.config.fields import MAX_TRAJECTORY_POINTS, _check, _check_fields, signed
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,13 @@ class TrajectoryOutputConfig:
         _check_fields(self, "trajectory")
         _check(
             self.dt <= self.horizon_s, "trajectory.dt", self.dt, "must be <= trajectory.horizon_s"
+        )
+        points = self.horizon_s / self.dt
+        _check(
+            points <= MAX_TRAJECTORY_POINTS,
+            "trajectory.horizon_s / trajectory.dt",
+            points,
+            f"points per published trajectory: must be <= {MAX_TRAJECTORY_POINTS}",
         )
         _check(
             0.0 <= self.stitch_duration_s < self.horizon_s,

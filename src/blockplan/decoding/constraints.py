@@ -145,7 +145,7 @@ def build_action_constraints(
     vocab = action_vocab(schema, tokenizer)
     if vocab.bin_offset + vocab.num_bins > vocab_size:
         raise SchemaError(
-            f"bin tokens [{vocab.bin_offset}, {vocab.bin_offset + vocab.num_bins}) do not fit a "
+            f"bin_token_offset: bin tokens [{vocab.bin_offset}, {vocab.bin_offset + vocab.num_bins}) do not fit a "
             f"model with {vocab_size} logits"
         )
     editable = np.asarray(scaffold.is_editable)

@@ -85,10 +85,13 @@ class EgoEncoderConfig:
     beside: bool = False  # also reads the lanes beside (lane count, cars), after the lead
 
     def __post_init__(self) -> None:
-        for name in ("tokens", "rows", "hidden"):
+        # plausibility bounds: beyond one a config.json is corrupt (refused before allocating)
+        for name, limit in (("tokens", 256), ("rows", 1024), ("hidden", 1 << 16)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ModelConfigError(f"ego_encoder.{name}={value!r}: must be an integer >= 1")
+            if value > limit:
+                raise ModelConfigError(f"ego_encoder.{name}={value}: must be <= {limit}")
         for name in ("lane_pose", "scene", "lead", "beside"):
             if not isinstance(getattr(self, name), bool):
                 raise ModelConfigError(
@@ -123,10 +126,9 @@ class EgoEncoderConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EgoEncoderConfig:
-        unknown = set(d) - {"tokens", "rows", "hidden", "lane_pose", "scene", "lead", "beside"}
-        if unknown:
-            raise ModelConfigError(f"ego_encoder: unknown settings {sorted(unknown)}")
-        return cls(**d)
+        from blockplan.model.config import check_section
+
+        return cls(**check_section(cls, d, "ego_encoder.", unknown=True))
 
 
 def lane_inputs(lane_pose: torch.Tensor | None, batch: tuple[int, ...]) -> torch.Tensor:

@@ -85,10 +85,9 @@ class FlowHeadConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FlowHeadConfig:
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ModelConfigError(f"flow_head: unknown key {unknown[0]!r}")
+        from blockplan.model.config import check_section
+
+        d = check_section(cls, d, "flow_head.", unknown=True)
         kw = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
         return cls(**kw)
 

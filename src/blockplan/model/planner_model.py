@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from blockplan.model.config import DecoderConfig, ModelConfigError
+from blockplan.model.config import DecoderConfig, ModelConfigError, check_section, shown
 from blockplan.model.decoder import Decoder
 from blockplan.model.ego import EgoEncoder, EgoEncoderConfig
 from blockplan.model.flow_head import TRAJECTORY_HEADS, FlowHead, FlowHeadConfig
@@ -41,6 +41,10 @@ VISUAL_ATTENTION = ("frame_and_header", "frame_only")
 # What the model drives (docs/DESIGN.md §1): `vehicle` (the driving schema, trained with the
 # two-stream SASD recipe) or `robot` (action chunks, trained with diffusion forcing).
 EMBODIMENTS = ("vehicle", "robot")
+# Plausibility bounds: beyond one a config.json is corrupt, refused before allocating.
+MAX_CAMERAS = 64
+MAX_FRAMES = 64
+MAX_BLOCK_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,24 @@ class PlannerModelConfig:
     can_stream = True  # the streaming window: vision per frame, pre-RoPE K/V reuse
 
     def __post_init__(self) -> None:
+        if not self.camera_names:
+            raise ModelConfigError("camera_names=(): at least one camera is required")
+        names = self.camera_names
+        if (
+            len(names) > MAX_CAMERAS
+            or len(set(names)) != len(names)
+            or not all(isinstance(n, str) and n for n in names)
+        ):
+            raise ModelConfigError(
+                f"camera_names={shown(list(names))}: must be at most {MAX_CAMERAS} different "
+                "non-empty names"
+            )
+        if not 1 <= self.num_frames <= MAX_FRAMES:
+            raise ModelConfigError(f"num_frames={self.num_frames}: must be in [1, {MAX_FRAMES}]")
+        if not 1 <= self.block_size <= MAX_BLOCK_SIZE:
+            raise ModelConfigError(
+                f"block_size={self.block_size}: must be in [1, {MAX_BLOCK_SIZE}]"
+            )
         if self.trajectory_head not in TRAJECTORY_HEADS:
             raise ModelConfigError(
                 f"trajectory_head={self.trajectory_head!r}: must be one of {list(TRAJECTORY_HEADS)}"
@@ -115,12 +137,6 @@ class PlannerModelConfig:
             raise ModelConfigError(
                 f"frame_slot_embedding={self.frame_slot_embedding!r}: must be true or false"
             )
-        if not self.camera_names:
-            raise ModelConfigError("camera_names=(): at least one camera is required")
-        if self.num_frames < 1:
-            raise ModelConfigError(f"num_frames={self.num_frames}: must be >= 1")
-        if self.block_size < 1:
-            raise ModelConfigError(f"block_size={self.block_size}: must be >= 1")
 
     @property
     def tokens_per_image(self) -> int:
@@ -166,9 +182,38 @@ class PlannerModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PlannerModelConfig:
+        """From a folder's config.json object; a key of the wrong JSON type, out of range or
+        missing is a ModelConfigError naming it (the caller adds the file)."""
+        check_section(cls, d, "")  # the scalar keys; the sections check themselves
+        for key, kind in (
+            ("camera_names", list),
+            ("num_frames", int),
+            ("block_size", int),
+            ("tokens_per_image", int),
+            ("schema", dict),
+            ("visual_attention", str),
+            ("embodiment", str),
+            ("trajectory_head", str),
+        ):
+            value = d.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+                raise ModelConfigError(f"{key}={shown(value)}: must be a JSON {kind.__name__}")
+        for key in ("text_config", "vision_config", "flow_head", "ego_encoder"):
+            if d.get(key) is not None and not isinstance(d[key], dict):
+                raise ModelConfigError(f"{key}={shown(d[key])}: must be a JSON object")
+        config = cls._from_checked_dict(d)
+        recorded = d.get("tokens_per_image")
+        if recorded is not None and recorded != config.tokens_per_image:
+            raise ModelConfigError(
+                f"tokens_per_image={recorded}: vision_config makes {config.tokens_per_image}"
+            )
+        return config
+
+    @classmethod
+    def _from_checked_dict(cls, d: dict[str, Any]) -> PlannerModelConfig:
         try:
             return cls(
-                decoder=DecoderConfig.from_dict(d["text_config"]),
+                decoder=DecoderConfig.from_dict(d["text_config"], "text_config."),
                 vision=VisionConfig.from_dict(d["vision_config"]),
                 camera_names=tuple(d["camera_names"]),
                 num_frames=int(d["num_frames"]),
@@ -329,9 +374,13 @@ class PlannerModel(nn.Module):
 
     @classmethod
     def from_config_and_state(
-        cls, raw: dict[str, Any], state: dict[str, torch.Tensor], where: str
+        cls,
+        raw: dict[str, Any] | PlannerModelConfig,
+        state: dict[str, torch.Tensor],
+        where: str,
     ) -> PlannerModel:
-        config = PlannerModelConfig.from_dict(raw)
+        config = raw if isinstance(raw, PlannerModelConfig) else PlannerModelConfig.from_dict(raw)
+        check_sizes(config, state, where)
         model = cls(config)
         text = {
             k: v
@@ -342,3 +391,38 @@ class PlannerModel(nn.Module):
         model.decoder.load_state_dict(decoder.state_dict())
         model.load_parts(state, where)
         return model
+
+
+def check_sizes(config: PlannerModelConfig, state: dict[str, torch.Tensor], where: str) -> None:
+    """Refuse a config whose sizes ask for far more weights than the folder's tensors hold,
+    before any is allocated: the decoder's lower bound (its matrices, known from the config
+    alone) and the other parts' exact counts (built on the meta device, which allocates
+    nothing; the config's bounds keep them small to build). Within twice the tensors held
+    (and 1 M weights) the model is built and the strict load names the tensors that differ;
+    beyond, a config that wants them allocates nothing."""
+    held = sum(t.numel() for t in state.values())
+    with torch.device("meta"):
+        parts = [
+            VisionTower(
+                config.vision,
+                config.decoder.hidden_size,
+                len(config.camera_names),
+                config.num_frames,
+                frame_slot_embedding=config.frame_slot_embedding,
+            )
+        ]
+        if config.ego_encoder is not None:
+            parts.append(EgoEncoder(config.ego_encoder, config.decoder.hidden_size))
+    wanted = config.decoder.parameters_lower_bound() + sum(
+        p.numel() for part in parts for p in part.parameters()
+    )
+    if wanted > 2 * held + (1 << 20):
+        c = config.decoder
+        raise ModelConfigError(
+            f"the config's sizes (text_config vocab_size={c.vocab_size}, "
+            f"hidden_size={c.hidden_size}, intermediate_size={c.intermediate_size}, "
+            f"num_hidden_layers={c.num_hidden_layers}, num_attention_heads="
+            f"{c.num_attention_heads}, head_dim={c.dim_per_head}; vision_config, "
+            f"camera_names, num_frames, ego_encoder) want at least {wanted:,} weights; the "
+            f"weights file holds {held:,}"
+        )

@@ -7,13 +7,15 @@ itself (safetensors, manifest) is `model/weights.py`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
-from blockplan.model.config import DecoderConfig, ModelConfigError
+from blockplan.errors import UserError
+from blockplan.model.config import DecoderConfig, ModelConfigError, shown
 from blockplan.model.decoder import Decoder
-from blockplan.model.planner_model import PlannerModel
+from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
 from blockplan.model.qwen2_5_vl.model import QwenVLModel
 from blockplan.model.weights import (
     CONFIG_NAME,
@@ -41,22 +43,35 @@ def load_pretrained(
     if verify:
         verify_folder(folder)
     raw = read_config(folder)
-    model_type = raw.get("model_type")
-    state = read_state_dict(folder)
-    if model_type == "qwen2":
-        model = decoder_from_state(DecoderConfig.from_dict(raw), state, str(folder))
-    elif model_type == "qwen2_5_vl":
-        model = QwenVLModel.from_config_and_state(raw, state, str(folder))
-    elif model_type == "blockplan_planner":
-        model = PlannerModel.from_config_and_state(raw, state, str(folder))
-    else:
-        raise ModelConfigError(
-            f"{folder / CONFIG_NAME}: model_type={model_type!r}: expected one of "
-            f"{list(MODEL_TYPES)}"
-        )
+    try:
+        model = _load_model(folder, raw)
+    except (ModelConfigError, TypeError, KeyError, IndexError, AttributeError) as e:
+        # config.json's fault: every message names the file (a TypeError & co. are a shape
+        # of config.json the checks did not foresee: a one-line error, not a traceback)
+        config = folder / CONFIG_NAME
+        text = " ".join(str(e).split()) if isinstance(e, UserError) else f"{type(e).__name__}: {e}"
+        if str(config) in text:
+            raise
+        raise ModelConfigError(f"{config}: {text}") from e
     if dtype is not None:
         model = model.to(dtype)
     return model.eval()
+
+
+def _load_model(folder: Path, raw: dict[str, Any]) -> nn.Module:
+    model_type = raw.get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise ModelConfigError(
+            f"{folder / CONFIG_NAME}: model_type={shown(model_type)}: expected one of "
+            f"{list(MODEL_TYPES)}"
+        )
+    if model_type == "blockplan_planner":
+        config = PlannerModelConfig.from_dict(raw)  # checked before the weights are read
+        return PlannerModel.from_config_and_state(config, read_state_dict(folder), str(folder))
+    if model_type == "qwen2":
+        config = DecoderConfig.from_dict(raw)
+        return decoder_from_state(config, read_state_dict(folder), str(folder))
+    return QwenVLModel.from_config_and_state(raw, read_state_dict(folder), str(folder))
 
 
 def save_pretrained(model: nn.Module, path: str | Path) -> Path:

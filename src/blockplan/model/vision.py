@@ -19,10 +19,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from blockplan.model.config import ModelConfigError
+from blockplan.model.config import ModelConfigError, check_section
 
 SCENE_HIDDEN = 256  # the scene head's hidden width
 SCENE_READS = ("cells", "map")
+# Plausibility bounds (the vision tower's tensors and every frame's preprocessing scale
+# with them): beyond one a config.json is corrupt, refused before anything is allocated.
+MAX_IMAGE_SIDE = 2048
+MAX_CHANNELS = 4096
+MAX_GRID_SIDE = 64
+MAX_HEAD_OUTPUTS = 1024  # keypoints, scene numbers
 
 
 class VisionEncoder(Protocol):
@@ -53,18 +59,24 @@ class VisionConfig:
     scene_reads: str = "cells"
 
     def __post_init__(self) -> None:
-        if self.image_height < 8 or self.image_width < 8:
+        for name in ("image_height", "image_width"):
+            if not 8 <= getattr(self, name) <= MAX_IMAGE_SIDE:
+                raise ModelConfigError(
+                    f"vision.{name}={getattr(self, name)}: must be in [8, {MAX_IMAGE_SIDE}]"
+                )
+        if not self.channels or not all(1 <= c <= MAX_CHANNELS for c in self.channels):
             raise ModelConfigError(
-                f"vision.image_height/width={self.image_height}x{self.image_width}: must be >= 8"
+                f"vision.channels={list(self.channels)}: must be in [1, {MAX_CHANNELS}]"
             )
-        if not self.channels or min(self.channels) < 1:
-            raise ModelConfigError(f"vision.channels={self.channels!r}: must be positive")
-        if min(self.grid) < 1:
-            raise ModelConfigError(f"vision.grid={self.grid!r}: must be positive")
-        if self.keypoints < 0:
-            raise ModelConfigError(f"vision.keypoints={self.keypoints}: must be >= 0")
-        if self.scene < 0:
-            raise ModelConfigError(f"vision.scene={self.scene}: must be >= 0")
+        if len(self.grid) != 2 or not all(1 <= g <= MAX_GRID_SIDE for g in self.grid):
+            raise ModelConfigError(
+                f"vision.grid={list(self.grid)}: must be [rows, cols] in [1, {MAX_GRID_SIDE}]"
+            )
+        for name in ("keypoints", "scene"):
+            if not 0 <= getattr(self, name) <= MAX_HEAD_OUTPUTS:
+                raise ModelConfigError(
+                    f"vision.{name}={getattr(self, name)}: must be in [0, {MAX_HEAD_OUTPUTS}]"
+                )
         if self.scene_reads not in SCENE_READS:
             raise ModelConfigError(
                 f"vision.scene_reads={self.scene_reads!r}: must be one of {SCENE_READS}"
@@ -77,7 +89,7 @@ class VisionConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> VisionConfig:
-        d = dict(d)
+        d = check_section(cls, d, "vision_config.", unknown=True)
         d["channels"] = tuple(d.get("channels", cls.channels))
         d["grid"] = tuple(d.get("grid", cls.grid))
         return cls(**d)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,73 @@ class WeightsError(UserError, ValueError):
     """A model folder's weights are missing, mismatched or fail their manifest check."""
 
 
+# The most bytes a folder's JSON file may have, checked before it is read: the shipped
+# config.json and manifest.json are a few kB, a large tokenizer.json (Qwen's) ~7 MB.
+MAX_JSON_BYTES = {CONFIG_NAME: 1 << 20, MANIFEST_NAME: 1 << 20}
+MAX_OTHER_JSON_BYTES = 64 << 20
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} is given twice")
+        out[key] = value
+    return out
+
+
+def read_json_file(
+    path: Path,
+    error: type[UserError] = WeightsError,
+    template: str = "{path}: cannot read it ({reason})",
+) -> tuple[Any, str]:
+    """A folder's JSON file, strictly: at most `MAX_JSON_BYTES` (checked before reading),
+    UTF-8 without a byte-order mark, one JSON document whose objects repeat no key, nested
+    as deep as Python's parser can go. Returns the document and its text; anything else is
+    an `error` (one line: `template` with the file and the reason)."""
+
+    def fail(reason: str) -> UserError:
+        return error(template.format(path=path, reason=reason))
+
+    try:
+        size = path.stat().st_size
+        limit = MAX_JSON_BYTES.get(path.name, MAX_OTHER_JSON_BYTES)
+        if size > limit:
+            raise fail(f"{size} bytes; at most {limit} are read")
+        data = path.read_bytes()
+    except OSError as e:
+        raise fail(str(e.strerror or e)) from e
+    if data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
+        raise fail("it starts with a byte-order mark; write it as UTF-8 without one")
+    try:
+        text = data.decode("utf-8")
+        return json.loads(text, object_pairs_hook=_unique_keys), text
+    except UnicodeDecodeError as e:
+        raise fail(f"not UTF-8 at byte {e.start}; write it as UTF-8") from e
+    except json.JSONDecodeError as e:
+        raise fail(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from e
+    except ValueError as e:  # a repeated key
+        raise fail(str(e)) from e
+    except RecursionError as e:
+        raise fail("nested too deep") from e
+
+
+def is_plain_name(name: str) -> bool:
+    """A file directly in the folder: no separator, not `.`/`..`, not empty."""
+    return name not in ("", ".", "..") and "/" not in name and "\\" not in name
+
+
+def check_inside(folder: Path, name: str, where: Path) -> None:
+    """`folder/name` is a regular file of the folder itself, not a symlink (a file the
+    manifest vouches for must stay in the folder it verified)."""
+    file = folder / name
+    if file.is_symlink():
+        raise WeightsError(
+            f"{where}: {name!r} is a symlink (to {os.readlink(file)!r}); a verified folder "
+            "holds its files, copy them in"
+        )
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -67,21 +135,28 @@ def write_manifest(folder: str | Path) -> dict[str, str]:
 def read_manifest(folder: str | Path) -> dict[str, str] | None:
     """The `{file: sha256}` of `folder`'s manifest.json, checked for shape; None without one."""
     path = Path(folder) / MANIFEST_NAME
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         return None
     shape = 'expected {"sha256": {"file name": "64 hex digits", ...}}'
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise WeightsError(f"{path}: cannot read it ({e}); {shape}") from e
-    listed = doc.get("sha256") if isinstance(doc, dict) else None
+    check_inside(Path(folder), MANIFEST_NAME, path)
+    doc, _ = read_json_file(path)
+    if not isinstance(doc, dict):
+        raise WeightsError(
+            f"{path}: no file digests (a JSON {type(doc).__name__}, not an object); {shape}"
+        )
+    extra = sorted(set(doc) - {"sha256"})
+    if extra:
+        raise WeightsError(f"{path}: unknown key {extra[0]!r}; {shape}")
+    listed = doc.get("sha256")
     if not isinstance(listed, dict) or not listed:
-        raise WeightsError(f"{path}: no file digests; {shape}")
+        raise WeightsError(f"{path}: 'sha256' holds no file digests; {shape}")
     for name, digest in listed.items():
+        if not is_plain_name(name):
+            raise WeightsError(f"{path}: {name!r}: names no file of the folder itself")
         if not (isinstance(digest, str) and len(digest) == 64 and _is_hex(digest)):
-            raise WeightsError(f"{path}: {name!r}: {digest!r} is not a sha256 digest; {shape}")
-        if Path(name).name != name:
-            raise WeightsError(f"{path}: {name!r}: names a file outside the folder")
+            raise WeightsError(
+                f"{path}: {name!r}: {str(digest)[:70]!r} is not a sha256 digest; {shape}"
+            )
     return listed
 
 
@@ -134,11 +209,14 @@ def verify_manifest(folder: str | Path, required: Iterable[str] | None = None) -
             )
     for name, expected in listed.items():
         file = folder / name
+        check_inside(folder, name, path)
         if not file.is_file():
             raise WeightsError(f"{path}: lists {name!r}, which is missing")
         actual = sha256_file(file)
         if actual != expected:
-            raise WeightsError(f"{file}: sha256 {actual} does not match the manifest {expected}")
+            raise WeightsError(
+                f"{file}: sha256 {actual} does not match the manifest {path}: {expected}"
+            )
     return True
 
 
@@ -147,10 +225,7 @@ def read_config(folder: str | Path) -> dict[str, Any]:
     if not folder.is_dir():
         raise ModelConfigError(f"{folder}: no such model folder")
     path = folder / CONFIG_NAME
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ModelConfigError(f"cannot read {path}: {e}") from e
+    raw, _ = read_json_file(path, ModelConfigError, "cannot read {path}: {reason}")
     if not isinstance(raw, dict):
         raise ModelConfigError(f"{path}: expected a JSON object, not {type(raw).__name__}")
     return raw

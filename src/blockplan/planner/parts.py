@@ -30,9 +30,9 @@ from blockplan.schema import (
     Tokenizer,
     default_schema,
     default_tokenizer,
-    load_tokenizer,
 )
 from blockplan.schema.action import ActionSchema, action_schema_from_dict, action_schema_to_dict
+from blockplan.schema.tokenizer import load_tokenizer_text
 
 if TYPE_CHECKING:
     from blockplan.model.qwen2_5_vl.planner_model import QwenPlannerModel
@@ -69,10 +69,13 @@ def device_of(config: PlannerConfig) -> torch.device:
 def schema_from(settings: dict, embodiment: str = "vehicle") -> DrivingSchema | ActionSchema:
     """The schema a model config records (`PlannerModelConfig.schema`), or the default: a
     driving schema, or for a robot model an action schema."""
+    from blockplan.model.config import check_section
+
     if embodiment == "robot":
-        return action_schema_from_dict(settings)
+        return action_schema_from_dict(check_section(ActionSchema, settings, "schema."))
     if not settings:
         return default_schema()
+    settings = check_section(DrivingSchema, settings, "schema.", unknown=True)
     return DrivingSchema(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
 
 
@@ -92,10 +95,7 @@ def folder_parts(path: str | Path, config: PlannerConfig | None = None) -> Plann
     tokenizer_path = folder / TOKENIZER_NAME
     if not tokenizer_path.is_file():
         raise PlannerSetupError(f"{folder}: no {TOKENIZER_NAME}")
-    try:
-        tokenizer = load_tokenizer(tokenizer_path)
-    except ValueError as e:  # the tokenizers library's error on a corrupt file
-        raise PlannerSetupError(str(e)) from e
+    tokenizer = checked_tokenizer(tokenizer_path, model.config)
     if isinstance(model, QwenVLModel):
         from blockplan.planner.qwen import (
             fastddrive_config,
@@ -109,6 +109,52 @@ def folder_parts(path: str | Path, config: PlannerConfig | None = None) -> Plann
     if not isinstance(model, PlannerModel):
         raise PlannerSetupError(f"{folder}: holds a {type(model).__name__}, not a planner")
     return PlannerParts(model, tokenizer, config or PlannerConfig(), None, folder, weights)
+
+
+def checked_tokenizer(path: Path, model_config: object) -> Tokenizer:
+    """A folder's tokenizer.json, checked before the tokenizers library sees it: strict
+    JSON (read_json_file), the shape of a tokenizer (an object with a `model` object and a
+    list of `added_tokens`), and every token id inside the model's embeddings
+    (`text_config.vocab_size`). Errors name the file and the key (one line)."""
+    from blockplan.model.weights import read_json_file
+
+    doc, text = read_json_file(path, PlannerSetupError)
+    if not isinstance(doc, dict):
+        raise PlannerSetupError(f"{path}: a JSON {type(doc).__name__}, not a tokenizer object")
+    inner = doc.get("model")
+    if not isinstance(inner, dict) or not isinstance(inner.get("type"), str):
+        raise PlannerSetupError(f"{path}: 'model' must be an object with a 'type'")
+    added = doc.get("added_tokens", [])
+    if not isinstance(added, list) or not all(
+        isinstance(t, dict) and isinstance(t.get("id"), int) and isinstance(t.get("content"), str)
+        for t in added
+    ):
+        raise PlannerSetupError(
+            f"{path}: 'added_tokens' must be a list of objects with an integer 'id' and a "
+            "string 'content'"
+        )
+    vocab = inner.get("vocab")
+    ids = [t["id"] for t in added]
+    if isinstance(vocab, dict):
+        ids += [v for v in vocab.values() if isinstance(v, int)]
+    decoder = getattr(model_config, "decoder", None) or getattr(model_config, "text", None)
+    limit = getattr(decoder, "vocab_size", None)
+    if ids and limit is not None and not 0 <= min(ids) <= max(ids) < limit:
+        bad = max(ids) if max(ids) >= limit else min(ids)
+        raise PlannerSetupError(
+            f"{path}: token id {bad} lies outside the model's {limit} embeddings "
+            "(config.json text_config.vocab_size)"
+        )
+    try:
+        tokenizer = load_tokenizer_text(text)
+    except ValueError as e:  # the tokenizers library's error on a corrupt file
+        raise PlannerSetupError(f"{path}: {' '.join(str(e).split())}") from e
+    if limit is not None and tokenizer.vocab_size > limit:
+        raise PlannerSetupError(
+            f"{path}: vocab_size={tokenizer.vocab_size} exceeds the model's {limit} embeddings "
+            "(config.json text_config.vocab_size)"
+        )
+    return tokenizer
 
 
 def random_parts(

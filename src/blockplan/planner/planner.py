@@ -25,6 +25,7 @@ from blockplan.decoding.device import synchronize
 from blockplan.decoding.flow import FlowSampler
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.decoding.ngrams import read_drafts
+from blockplan.model.config import ModelConfigError
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
 from blockplan.model.weights import UNVERIFIED
@@ -40,6 +41,7 @@ from blockplan.planner.parts import (
 from blockplan.schema import DrivingSchema, PromptLayout, Tokenizer
 from blockplan.schema.action import ActionChunk, ActionSchema
 from blockplan.schema.codec import write_waypoints
+from blockplan.schema.spec import SchemaError
 from blockplan.streaming.frame_cache import VisionFeatureCache
 from blockplan.streaming.prefill import StreamingPrefill, StreamingStats
 from blockplan.types import ActionPlan, DrivingAnswer, Observation, Plan, RobotObservation
@@ -217,7 +219,15 @@ class Planner:
         """A planner over a model folder (`parts.folder_parts`): ours, or a
         Qwen2.5-VL block-diffusion checkpoint (default config: Fast-dDrive's 3 cameras)."""
         p = folder_parts(path, config)
-        return cls(p.model, p.tokenizer, p.config, p.schema, folder=p.folder, weights=p.weights)
+        try:
+            return cls(p.model, p.tokenizer, p.config, p.schema, folder=p.folder, weights=p.weights)
+        except (SchemaError, PlannerSetupError, ModelConfigError) as e:
+            # the folder's files do not fit together or the configuration: name them
+            where = Path(path) / "config.json"
+            text = " ".join(str(e).split())
+            if str(Path(path)) in text:
+                raise
+            raise PlannerSetupError(f"{where} (with tokenizer.json): {text}") from e
 
     def sibling(self, config: PlannerConfig, backend: Backend | None = None) -> Planner:
         """A planner over the same model, tokenizer, schema, weights and answer n-gram table

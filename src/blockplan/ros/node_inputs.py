@@ -11,6 +11,7 @@ from blockplan.bags import (
     OdometryError,
     beside_from_msg,
     header_stamp_ns,
+    image_msg_size,
     image_msg_to_frame,
     lane_pose_from_msg,
     lead_from_msg,
@@ -27,7 +28,9 @@ class NodeInputs:
             runtime = self._runtime
             if runtime is None:
                 return
-            try:
+            try:  # size and rate bounds before decoding (RuntimeLimits)
+                if not runtime.admits_frame(camera, header_stamp_ns(msg), *image_msg_size(msg)):
+                    return
                 frame = image_msg_to_frame(msg, camera)
             except ImageDecodeError as e:
                 runtime.on_invalid_input(InvalidInput.INVALID_IMAGE, f"{topic}: {e}")

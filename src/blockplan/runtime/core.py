@@ -59,6 +59,7 @@ class RuntimeCore:
             self.limits.frames_per_window_frame,
         )
         self.period_ns = seconds_to_ns(1.0 / config.control.rate_hz)
+        self._min_frame_interval_ns = seconds_to_ns(1.0 / self.limits.max_camera_rate_hz)
         self.epoch = 0
         self.last_problem: dict[str, str] = {}
         self.last_time_jump: str | None = None  # why the runtime last reset
@@ -70,11 +71,40 @@ class RuntimeCore:
 
     # ---------------------------------------------------------------- inputs (any thread)
 
+    def admits_frame(self, camera: str, stamp_ns: int, height: int, width: int) -> bool:
+        """Whether a frame of `camera` at `stamp_ns` of `height` x `width` pixels is to be
+        decoded and stored: an image beyond `limits.max_image_pixels` is refused (an invalid
+        input naming its size), a frame closer than 1 / `limits.max_camera_rate_hz` after the
+        camera's newest is dropped (`rate_limited_frames`, the detail on /diagnostics). The
+        node asks before decoding a message, so a flood or a huge image costs no decode."""
+        if camera not in self.window.cameras:
+            return True  # on_frame reports it
+        pixels = int(height) * int(width)
+        if pixels > self.limits.max_image_pixels:
+            self.on_invalid_input(
+                InvalidInput.OVERSIZED_IMAGE,
+                f"camera {camera}: {width}x{height} image has {pixels} pixels, more than "
+                f"{self.limits.max_image_pixels} (RuntimeLimits.max_image_pixels): refused",
+            )
+            return False
+        newest = self.window.newest_stamp_ns(camera)
+        if newest is not None and 0 < stamp_ns - newest < self._min_frame_interval_ns:
+            self.health.count(Count.RATE_LIMITED_FRAMES)
+            self.last_problem[Count.RATE_LIMITED_FRAMES.value] = (
+                f"camera {camera}: frames {(stamp_ns - newest) / 1e6:.3g} ms apart, faster "
+                f"than {self.limits.max_camera_rate_hz:g} Hz: dropped"
+            )
+            return False
+        return True
+
     def on_frame(self, frame: CameraFrame) -> PushResult | None:
         if frame.camera not in self.window.cameras:
             self.on_invalid_input(
                 InvalidInput.UNKNOWN_CAMERA, f"frame from camera {frame.camera!r}"
             )
+            return None
+        height, width = frame.image.shape[:2]
+        if not self.admits_frame(frame.camera, frame.stamp_ns, height, width):
             return None
         result = self.window.push(frame)
         if result == PushResult.TIME_JUMP:

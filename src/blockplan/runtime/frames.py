@@ -62,6 +62,9 @@ class CameraRingBuffer:
     def clear(self) -> None:
         self._frames.clear()
 
+    def newest_stamp_ns(self) -> int | None:
+        return self._frames[-1].stamp_ns if self._frames else None
+
     def push(self, frame: CameraFrame) -> PushResult:
         newest = self.newest
         if newest is not None:
@@ -262,6 +265,11 @@ class FrameWindow:
             else:
                 out.extend(picked[camera])
         return tuple(out)
+
+    def newest_stamp_ns(self, camera: str) -> int | None:
+        """The stamp of `camera`'s newest buffered frame (None: none)."""
+        with self._lock:
+            return self._buffers[camera].newest_stamp_ns()
 
     def buffered(self, camera: str) -> int:
         with self._lock:

@@ -26,7 +26,8 @@ tick without the planner) and `plan_age` (age of the published plan).
   again only when a degraded request's window has since become complete);
 * `unfinished_plans`: plans still in flight when a replay ended;
 * `duplicate_frames` / `out_of_order_frames`, `duplicate_odometry` / `out_of_order_odometry`:
-  inputs dropped as re-sent or late (not invalid); `odometry_restarts`: history restarts after
+  inputs dropped as re-sent or late (not invalid); `rate_limited_frames`: a camera's frames
+  dropped as closer together than `RuntimeLimits.max_camera_rate_hz` (a flood); `odometry_restarts`: history restarts after
   too many consecutive odometry outliers;
 * `window_frames_shared` / `window_frames_new`: frames of requested windows that an earlier
   request had used too / had not (streaming reuses the former's K/V).
@@ -78,6 +79,7 @@ class Count(str, enum.Enum):
     UNCHANGED_WINDOW_REPLANS = "unchanged_window_replans"
     UNFINISHED_PLANS = "unfinished_plans"
     DUPLICATE_FRAMES = "duplicate_frames"
+    RATE_LIMITED_FRAMES = "rate_limited_frames"
     OUT_OF_ORDER_FRAMES = "out_of_order_frames"
     DUPLICATE_ODOMETRY = "duplicate_odometry"
     OUT_OF_ORDER_ODOMETRY = "out_of_order_odometry"
@@ -90,6 +92,7 @@ class InvalidInput(str, enum.Enum):
 
     UNKNOWN_CAMERA = "unknown_camera"  # a frame from a camera the config does not name
     INVALID_IMAGE = "invalid_image"  # undecodable, wrong size or encoding
+    OVERSIZED_IMAGE = "oversized_image"  # more pixels than RuntimeLimits.max_image_pixels
     UNSTAMPED_IMAGE = "unstamped_image"  # header stamp 0
     ODOMETRY_NONFINITE = "odometry_nonfinite"
     ODOMETRY_OUTLIER = "odometry_outlier"
@@ -110,6 +113,7 @@ class InvalidInput(str, enum.Enum):
 # What `blockplan: inputs` reports: dropped and rejected inputs (every InvalidInput too).
 INPUT_COUNTS = (
     Count.DUPLICATE_FRAMES,
+    Count.RATE_LIMITED_FRAMES,
     Count.OUT_OF_ORDER_FRAMES,
     Count.DUPLICATE_ODOMETRY,
     Count.OUT_OF_ORDER_ODOMETRY,

@@ -40,6 +40,14 @@ class RuntimeLimits:
     # and the number of latency samples behind the p50/p99.
     ego_history_s: float = 10.0
     latency_window: int = 1000
+    # A camera image larger than this (pixels, H x W) is refused, not stored (a frame is kept
+    # ~16 times over in the window's buffer): 4096 x 3072 (12.6 MP) is beyond any driving or
+    # wrist camera a planner reads (the sim rig's are 160 x 96; the model resizes anyway).
+    max_image_pixels: int = 4096 * 3072
+    # A camera's frames closer together than 1 / this (by stamp) are dropped before they are
+    # decoded or stored, and counted (`rate_limited_frames`): cameras run at 10-60 Hz, so
+    # this only bites a flood (a misconfigured driver at 1 kHz), whose CPU it bounds.
+    max_camera_rate_hz: float = 200.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -52,10 +60,16 @@ class RuntimeLimits:
             "max_lead_age_s",
             "max_beside_age_s",
             "ego_history_s",
+            "max_camera_rate_hz",
         ):
             value = getattr(self, name)
             if not value > 0:
                 raise ValueError(f"RuntimeLimits.{name}={value!r}: must be > 0")
-        for name in ("frames_per_window_frame", "max_consecutive_outliers", "latency_window"):
+        for name in (
+            "frames_per_window_frame",
+            "max_consecutive_outliers",
+            "latency_window",
+            "max_image_pixels",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"RuntimeLimits.{name}={getattr(self, name)!r}: must be >= 1")

@@ -100,10 +100,17 @@ class DrivingSchema:
         for name in ("critical_object_keys", "route_commands"):  # JSON gives lists
             if isinstance(getattr(self, name), list):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
-        for name in ("explanation_budget", "meta_budget", "num_history"):
+        # upper bounds: plausibility (the scaffold and its constraint masks scale with them)
+        for name, limit in (
+            ("explanation_budget", 4096),
+            ("meta_budget", 64),
+            ("num_history", 256),
+        ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SchemaError(f"DrivingSchema.{name}={value!r}: must be an integer >= 1")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+                raise SchemaError(
+                    f"DrivingSchema.{name}={value!r}: must be an integer in [1, {limit}]"
+                )
         if not isinstance(self.bpe_aligned, bool):
             raise SchemaError(
                 f"DrivingSchema.bpe_aligned={self.bpe_aligned!r}: must be true or false"
@@ -134,9 +141,7 @@ class DrivingSchema:
             raise SchemaError(
                 f"DrivingSchema.route_commands={self.route_commands!r}: must be non-empty, unique"
             )
-        names = self.special_token_names
-        if len(set(names)) != len(names) or not all(names):
-            raise SchemaError(f"DrivingSchema special tokens {names!r}: must be unique, non-empty")
+        check_special_tokens(self, "DrivingSchema")
 
     @property
     def num_waypoints(self) -> int:
@@ -233,3 +238,20 @@ def format_number(value: float, schema: DrivingSchema) -> tuple[str, bool]:
     text = f"{clamped:+0{schema.number_width}.{schema.frac_digits}f}"
     assert len(text) == schema.number_width, text
     return text, is_clamped
+
+
+def check_special_tokens(schema: object, what: str) -> None:
+    """Every `*_token` field of `schema` names a different, non-empty token; the error names
+    the first field at fault."""
+    seen: dict[str, str] = {}
+    for f in dataclasses.fields(schema):  # type: ignore[arg-type]
+        if not f.name.endswith("_token"):
+            continue
+        value = getattr(schema, f.name)
+        if not isinstance(value, str) or not value:
+            raise SchemaError(f"{what} special tokens: {f.name}={value!r}: must not be empty")
+        if value in seen:
+            raise SchemaError(
+                f"{what} special tokens: {f.name}={value!r}: the same token as {seen[value]}"
+            )
+        seen[value] = f.name

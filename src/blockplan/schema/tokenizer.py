@@ -85,6 +85,14 @@ def load_tokenizer(path: str | Path) -> JsonTokenizer:
         raise ValueError(f"cannot load tokenizer from {path}: {e}") from e
 
 
+def load_tokenizer_text(text: str) -> JsonTokenizer:
+    """A tokenizer from the text of a `tokenizer.json` (already read and checked)."""
+    try:
+        return JsonTokenizer(Tokenizer.from_str(text))
+    except Exception as e:  # the library raises a bare Exception on bad files
+        raise ValueError(f"not a tokenizer: {e}") from e
+
+
 def train_tokenizer(
     texts: Iterable[str],
     vocab_size: int,

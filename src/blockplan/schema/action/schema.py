@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from blockplan.schema.layout import Tokenizer
-from blockplan.schema.spec import SchemaError
+from blockplan.schema.spec import SchemaError, check_special_tokens
 
 ACTION_SECTION = "actions"
 # The default cameras of a robot: a fixed view of the scene and the wrist camera.
@@ -69,6 +69,12 @@ class ActionSchema:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SchemaError(f"ActionSchema.{name}={value!r}: must be an integer >= 1")
+        # plausibility bounds: the answer and the prompt scale with them
+        for name, limit in (("horizon", 1024), ("action_dim", 1024), ("instruction_budget", 4096)):
+            if getattr(self, name) > limit:
+                raise SchemaError(f"ActionSchema.{name}={getattr(self, name)}: must be <= {limit}")
+        if isinstance(self.proprio_dim, int) and self.proprio_dim > 4096:
+            raise SchemaError(f"ActionSchema.proprio_dim={self.proprio_dim}: must be <= 4096")
         if isinstance(self.proprio_dim, bool) or not isinstance(self.proprio_dim, int):
             raise SchemaError(f"ActionSchema.proprio_dim={self.proprio_dim!r}: an integer >= 0")
         if self.proprio_dim < 0:
@@ -87,7 +93,7 @@ class ActionSchema:
             for name, values in ((low_name, low), (high_name, high)):
                 if len(values) != dim:
                     raise SchemaError(
-                        f"ActionSchema.{name}: {len(values)} values, {prefix} dimension is {dim}"
+                        f"ActionSchema.{name}: {len(values)} values, {prefix}_dim is {dim}"
                     )
             for d, (a, b) in enumerate(zip(low, high, strict=True)):
                 if not (math.isfinite(a) and math.isfinite(b) and a < b):
@@ -97,9 +103,7 @@ class ActionSchema:
                     )
             object.__setattr__(self, low_name, low)
             object.__setattr__(self, high_name, high)
-        names = self.special_token_names
-        if len(set(names)) != len(names) or not all(names):
-            raise SchemaError(f"ActionSchema special tokens {names!r}: must be unique, non-empty")
+        check_special_tokens(self, "ActionSchema")
 
     @property
     def special_token_names(self) -> tuple[str, ...]:
