@@ -22,7 +22,7 @@ PERIOD = 100_000_000  # 10 Hz
 
 ROW_KEYS = {"minute", "loop", "ticks", "published", "plans", "inferences", "fallbacks",
             "boundary_fallbacks", "other_fallbacks", "plan_latency_ms", "tick_ms", "rss_mb",
-            "heap_objects", "queues", "wall_s"}  # fmt: skip
+            "heap_objects", "queues", "wall_s", "cpu_s", "cpu_ms_per_plan", "load_avg_1m"}  # fmt: skip
 TARGETS = {"rss_growth", "latency_p99_drift", "every_tick_publishes",
            "fallbacks_beyond_loop_boundaries"}  # fmt: skip
 

@@ -25,6 +25,7 @@ import io
 import json
 import logging
 import math
+import os
 import resource
 import time
 from collections.abc import Callable
@@ -109,10 +110,11 @@ class _Minute:
     boundary_fallbacks: int = 0
     plans: int = 0
     wall_start: float = 0.0
+    cpu_start: float = 0.0
 
     @classmethod
     def start(cls) -> _Minute:
-        return cls([], [], wall_start=time.perf_counter())
+        return cls([], [], wall_start=time.perf_counter(), cpu_start=time.process_time())
 
 
 class SoakRecorder:
@@ -135,6 +137,7 @@ class SoakRecorder:
         if not (math.isfinite(minutes) and minutes > 0):
             raise ValueError(f"minutes={minutes}: must be > 0")
         self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
         self.minutes = float(minutes)
         self.end_ns = round(self.minutes * MINUTE_NS)
         self.period_ns = int(period_ns)
@@ -220,6 +223,7 @@ class SoakRecorder:
         tick = np.asarray(m.tick, dtype=np.int64)
         self.samples.append((inference, tick))
         lat, tick_ms = _ms_stats(inference), _ms_stats(tick)
+        cpu_s = time.process_time() - m.cpu_start
         row = {
             "minute": len(self.rows) + 1,
             "loop": self.loop,
@@ -236,6 +240,12 @@ class SoakRecorder:
             "heap_objects": heap_objects(),
             "queues": dict(sorted(self._queue_max.items())),
             "wall_s": round(time.perf_counter() - m.wall_start, 2),
+            # the process's CPU time: what the plans cost whatever else shares the machine
+            "cpu_s": round(cpu_s, 2),
+            "cpu_ms_per_plan": round(1000.0 * cpu_s / inference.size, 2)
+            if inference.size
+            else None,
+            "load_avg_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
         }
         self._queue_max = {}
         self.rows.append(row)
@@ -247,6 +257,10 @@ class SoakRecorder:
         pooled = [self.samples[i][0] for i in minutes if i < len(self.samples)]
         values = np.concatenate(pooled) if pooled else np.zeros(0, dtype=np.int64)
         return _ms_stats(values)["p99"]
+
+    def _window_mean(self, minutes: range, key: str) -> float | None:
+        values = [self.rows[i][key] for i in minutes if self.rows[i].get(key) is not None]
+        return round(float(np.mean(values)), 2) if values else None
 
     def targets(self) -> dict[str, Any]:
         rows = self.rows
@@ -285,6 +299,11 @@ class SoakRecorder:
                 "last_p99_ms": last,
                 "change_pct": None if change is None else round(change, 2),
                 "overlapping": 2 * win > n,
+                # context on a shared machine: CPU per plan and load in the same windows
+                "first_cpu_ms_per_plan": self._window_mean(range(win), "cpu_ms_per_plan"),
+                "last_cpu_ms_per_plan": self._window_mean(range(n - win, n), "cpu_ms_per_plan"),
+                "first_load_avg": self._window_mean(range(win), "load_avg_1m"),
+                "last_load_avg": self._window_mean(range(n - win, n), "load_avg_1m"),
                 "met": None if change is None else abs(change) <= MAX_P99_CHANGE_PCT,
             }
         out["every_tick_publishes"] = {
@@ -424,8 +443,9 @@ def soak_plot(rows: list[dict[str, Any]]) -> bytes:
 def summary_lines(metrics: dict[str, Any], every: int = 10) -> list[str]:
     """The per-`every`-minute table and the targets, as printed and in the report."""
     rows = metrics["minutes_rows"]
-    head = (f"{'minutes':>9} {'RSS MiB':>8} {'heap obj':>9} {'plan p50':>9} {'plan p99':>9} "
-            f"{'tick p99':>9} {'ticks':>6} {'publ.':>6} {'fallb.':>6} {'at loop':>7}")  # fmt: skip
+    head = (f"{'minutes':>9} {'RSS MiB':>8} {'heap obj':>9} {'plan p50':>9} {'p99 max':>9} "
+            f"{'tick p99':>9} {'CPU/plan':>9} {'load':>5} {'ticks':>6} {'publ.':>6} "
+            f"{'fallb.':>6} {'at loop':>7}")  # fmt: skip
     lines = [head]
     for start in range(0, len(rows), every):
         chunk = rows[start : start + every]
@@ -433,9 +453,14 @@ def summary_lines(metrics: dict[str, Any], every: int = 10) -> list[str]:
         p50 = np.median([s["p50"] for s in inf]) if inf else math.nan
         p99 = max((s["p99"] for s in inf), default=math.nan)
         tick99 = max((r["tick_ms"]["p99"] or 0.0 for r in chunk), default=math.nan)
+        cpu = [r["cpu_ms_per_plan"] for r in chunk if r.get("cpu_ms_per_plan") is not None]
+        load = [r["load_avg_1m"] for r in chunk if r.get("load_avg_1m") is not None]
+        cpu_ms = float(np.mean(cpu)) if cpu else math.nan
+        load_avg = float(np.mean(load)) if load else math.nan
         lines.append(
             f"{chunk[0]['minute']:>4}-{chunk[-1]['minute']:<4} {chunk[-1]['rss_mb']:>8.1f} "
             f"{chunk[-1]['heap_objects']:>9} {p50:>9.1f} {p99:>9.1f} {tick99:>9.2f} "
+            f"{cpu_ms:>9.1f} {load_avg:>5.1f} "
             f"{sum(r['ticks'] for r in chunk):>6} {sum(r['published'] for r in chunk):>6} "
             f"{sum(r['fallbacks'] for r in chunk):>6} {sum(r['boundary_fallbacks'] for r in chunk):>7}"
         )
