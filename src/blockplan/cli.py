@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "bench": "bench",
     "bench-sim": "bench_sim",
     "export": "export",
+    "quantize": "quantize",
     "build-engine": "build_engine",
     "config": "config",
 }
@@ -56,6 +57,7 @@ COMMAND_HELP: dict[str, str] = {
     "bench": "benchmark the decoding strategies (latency, forwards, tokens per step)",
     "bench-sim": "benchmark the simulator: simulation steps/s per scenario, render ms per camera",
     "export": "export the model as static-shape ONNX graphs (vision per frame, decoder step)",
+    "quantize": "write a quantized model folder (decoder linears as int8, fp8 or w4; ORT INT8 graphs)",
     "build-engine": "build TensorRT engines from an export folder (fp16, fp8 or int8)",
     "config": "validate a params file and print the resolved configuration",
 }

@@ -53,14 +53,19 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_manifest(folder: str | Path) -> dict[str, str]:
-    """Record the sha256 of every file in `folder` (except the manifest) in manifest.json."""
+def write_manifest(folder: str | Path, subdirs: Iterable[str] = ()) -> dict[str, str]:
+    """Record the sha256 of every file in `folder` (except the manifest) in manifest.json;
+    with `subdirs` (e.g. "onnx"), also every file in those folders, as "onnx/NAME"."""
     folder = Path(folder)
     files = {
         p.name: sha256_file(p)
         for p in sorted(folder.iterdir())
         if p.is_file() and p.name != MANIFEST_NAME
     }
+    for sub in subdirs:
+        for p in sorted((folder / sub).iterdir()):
+            if p.is_file():
+                files[f"{sub}/{p.name}"] = sha256_file(p)
     (folder / MANIFEST_NAME).write_text(json.dumps({"sha256": files}, indent=2) + "\n")
     return files
 
@@ -81,9 +86,16 @@ def read_manifest(folder: str | Path) -> dict[str, str] | None:
     for name, digest in listed.items():
         if not (isinstance(digest, str) and len(digest) == 64 and _is_hex(digest)):
             raise WeightsError(f"{path}: {name!r}: {digest!r} is not a sha256 digest; {shape}")
-        if Path(name).name != name:
+        if not _inside(name):
             raise WeightsError(f"{path}: {name!r}: names a file outside the folder")
     return listed
+
+
+def _inside(name: str) -> bool:
+    """Whether a manifest entry names a file in the folder: a file name, or one level of
+    subfolder ("onnx/decoder_dynamic.onnx"), never an absolute path or ".."."""
+    parts = name.split("/")
+    return len(parts) <= 2 and all(p and p not in (".", "..") and Path(p).name == p for p in parts)
 
 
 def _is_hex(text: str) -> bool:
@@ -281,7 +293,11 @@ def load_pretrained(
     raw = read_config(folder)
     model_type = raw.get("model_type")
     state = read_state_dict(folder)
-    if model_type == "qwen2":
+    if "quantization" in raw:  # model/quantized_folder.py: codes and scales, checked
+        from blockplan.model.quantized_folder import load_quantized
+
+        model = load_quantized(raw, state, str(folder))
+    elif model_type == "qwen2":
         model = decoder_from_state(DecoderConfig.from_dict(raw), state, str(folder))
     elif model_type == "qwen2_5_vl":
         from blockplan.model.qwen2_5_vl.model import QwenVLModel
