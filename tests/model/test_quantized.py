@@ -237,3 +237,12 @@ def test_the_shipped_model_quantized_mostly_agrees_with_float(tmp_path):
         agreement = np.mean([np.mean(a == b) for a, b in zip(reference, tokens, strict=True)])
         assert agreement >= floor, (scheme, agreement)
         shutil.rmtree(tmp_path / scheme)
+
+
+@pytest.mark.parametrize("name", ["../model.safetensors", "/etc/passwd", "a/b/c", "onnx/../x"])
+def test_a_manifest_entry_outside_the_folder_is_refused(tmp_path, name):
+    (tmp_path / "manifest.json").write_text(json.dumps({"sha256": {name: "0" * 64}}))
+    with pytest.raises(WeightsError, match="outside the folder"):
+        read_manifest(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({"sha256": {"onnx/x.onnx": "0" * 64}}))
+    assert read_manifest(tmp_path) == {"onnx/x.onnx": "0" * 64}

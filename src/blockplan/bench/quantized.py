@@ -96,6 +96,7 @@ def run_quantized_bench(
             for w, ms in forward_ms_by_width(planners[name], widths, reps, P).items():
                 times[name].setdefault(w, []).append(ms)
     forwards = {v: {w: float(np.median(t)) for w, t in ts.items()} for v, ts in times.items()}
+    report["forward_argmax_agreement_vs_float32"] = logits_agreement(planners, widths[-1], P)
     report["forward_ms_by_width"] = {"backend": planner.runner.name, "past_slots": P, **forwards}
     report["forward_ratio_vs_float32"] = {
         v: {w: round(ms / forwards[REFERENCE][w], 3) for w, ms in per.items()}
@@ -112,6 +113,27 @@ def run_quantized_bench(
             planner, widths, P, reps, rounds, planner.config.model.num_threads
         )
     return report
+
+
+@torch.no_grad()
+def logits_agreement(planners: dict[str, Planner], width: int, past: int) -> dict[str, float]:
+    """The fraction of rows whose argmax equals float32's, per variant: one forward of
+    `width` random embeddings after `past` random ones (B = 1)."""
+    from blockplan.model.masks import causal_mask
+
+    c = planners[REFERENCE].model.config.decoder
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(1, past + width, c.hidden_size, generator=gen) * 0.1
+    out = {}
+    for name, p in planners.items():
+        p.cache.reset()
+        embeds = x.to(device=p.device, dtype=p.dtype)
+        logits = p.runner(inputs_embeds=embeds, mask=causal_mask(past + width), cache=p.cache)
+        out[name] = logits[0, past:].float().argmax(-1).cpu()
+        p.cache.reset()
+    return {
+        n: float((ids == out[REFERENCE]).float().mean()) for n, ids in out.items() if n != REFERENCE
+    }
 
 
 def _plain_rope(decoder: torch.nn.Module, max_len: int) -> Any:

@@ -107,6 +107,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "in one interleaved run (plans, ms per forward, weight bytes; bench/quantized.py)",
     )
     parser.add_argument(
+        "--forwards-only",
+        action="store_true",
+        help="--quantized: no plans, only ms per forward (and weight bytes): a big shape on a "
+        "busy CPU",
+    )
+    parser.add_argument(
         "--ort-forwards",
         action="store_true",
         help="--quantized: also ONNX Runtime's decoder step, float32 against INT8",
@@ -279,7 +285,7 @@ def _compare_quantized(planner, strategies, args, source: str) -> int:
     report = run_quantized_bench(
         planner,
         schemes,
-        strategies,
+        [] if args.forwards_only else strategies,
         args.iters,
         args.warmup,
         args.seed,

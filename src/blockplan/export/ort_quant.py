@@ -43,10 +43,15 @@ def _gemm_to_matmul(model) -> None:
     model.graph.node.extend(nodes)
 
 
-def _weight_matmuls(model) -> list[str]:
-    """Names of the MatMul nodes whose second input is an initializer (a weight)."""
+def _weight_matmuls(model, head: bool = True) -> list[str]:
+    """Names of the MatMul nodes whose second input is an initializer (a weight); without
+    `head`, not the LM head's (the node that writes `logits`)."""
     weights = {init.name for init in model.graph.initializer}
-    return [n.name for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in weights]
+    return [
+        n.name
+        for n in model.graph.node
+        if n.op_type == "MatMul" and n.input[1] in weights and (head or n.output[0] != "logits")
+    ]
 
 
 def _name_nodes(model) -> None:
@@ -56,18 +61,20 @@ def _name_nodes(model) -> None:
             node.name = f"{node.op_type}_{i}"
 
 
-def quantize_graph(src: Path, dst: Path, reduce_range: bool = True, large: bool = False) -> None:
+def quantize_graph(
+    src: Path, dst: Path, reduce_range: bool = True, large: bool = False, head: bool = True
+) -> None:
     """Write `src`'s graph with its weight matmuls INT8 (dynamic) to `dst`. `reduce_range`:
     7-bit weights, which keeps the u8 × s8 products of CPUs without VNNI (AVX2's
     vpmaddubsw) from saturating. `large`: tensors kept as external data beside the graphs
-    (a graph over protobuf's 2 GB, e.g. the 3B shape's)."""
+    (a graph over protobuf's 2 GB, e.g. the 3B shape's). `head`: the LM head's matmul too."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model = onnx.load(str(src))
     _name_nodes(model)
     _gemm_to_matmul(model)
-    nodes = _weight_matmuls(model)
+    nodes = _weight_matmuls(model, head)
     with tempfile.TemporaryDirectory(prefix="blockplan-ortq-") as tmp:
         staged = Path(tmp) / "float.onnx"
         onnx.save(model, str(staged), save_as_external_data=large, location="float.data")
@@ -86,8 +93,9 @@ def quantize_graph(src: Path, dst: Path, reduce_range: bool = True, large: bool 
         )
 
 
-def quantize_export(folder: str | Path) -> dict:
-    """Quantize an export folder's dynamic decoder graph in place; returns the new sidecar."""
+def quantize_export(folder: str | Path, head: bool = True) -> dict:
+    """Quantize an export folder's dynamic decoder graph in place (`head`: the LM head's
+    matmul too); returns the new sidecar."""
     folder = Path(folder)
     path = folder / SIDECAR
     sidecar = json.loads(path.read_text())
@@ -97,8 +105,9 @@ def quantize_export(folder: str | Path) -> dict:
     if sidecar.get("quantization") is not None:
         raise ExportError(f"{path}: already quantized ({sidecar['quantization']})")
     graph = folder / entry["file"]
-    quantize_graph(graph, graph)
+    quantize_graph(graph, graph, head=head)
     entry["sha256"] = file_sha256(graph)
     sidecar["quantization"] = ORT_INT8
+    sidecar["quantized_head"] = head
     path.write_text(json.dumps(sidecar, indent=2) + "\n")
     return sidecar
