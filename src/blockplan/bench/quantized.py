@@ -76,6 +76,7 @@ def run_quantized_bench(
     seed: int = 0,
     reps: int = 5,
     rounds: int = 3,
+    past: int | None = None,
     ort_forwards: bool = False,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
@@ -86,7 +87,7 @@ def run_quantized_bench(
         report = run_backend_bench(planners, strategies, iters, warmup, seed, progress=say)
         report["reference"] = report.pop("reference_backend")
         report["variants"] = report.pop("backends")
-    P = planner.prompt_len
+    P = planner.prompt_len if past is None else past
     widths = [1, planner.model.config.block_size]
     say(f"bench quantized: forwards of width {widths} after {P} slots, {rounds} rounds")
     times: dict[str, dict[str, list[float]]] = {v: {} for v in planners}

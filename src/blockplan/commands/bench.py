@@ -113,6 +113,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "busy CPU",
     )
     parser.add_argument(
+        "--forward-past",
+        type=int,
+        metavar="N",
+        help="--quantized: cache slots before each timed forward (default: the prompt length)",
+    )
+    parser.add_argument(
+        "--forward-rounds", type=int, default=3, help="--quantized: interleaved rounds"
+    )
+    parser.add_argument(
         "--ort-forwards",
         action="store_true",
         help="--quantized: also ONNX Runtime's decoder step, float32 against INT8",
@@ -290,6 +299,8 @@ def _compare_quantized(planner, strategies, args, source: str) -> int:
         args.warmup,
         args.seed,
         reps=args.forward_reps,
+        rounds=args.forward_rounds,
+        past=args.forward_past,
         ort_forwards=args.ort_forwards,
         progress=log.info,
     )
