@@ -18,6 +18,9 @@ from blockplan.backends.exports import matching_export
 from blockplan.backends.step import StepBackend
 from blockplan.export.onnx_export import export_onnx, model_sha256
 from blockplan.model.planner_model import PlannerModel
+from blockplan.model.quantized import scheme_of
+
+ORT_INT8 = "int8"  # export/ort_quant.py's sidecar mark (imported there with onnxruntime)
 
 
 def create_backend(
@@ -50,12 +53,19 @@ def create_backend(
         from blockplan.backends.ort import OrtExecutor
 
         batches = (1, max_batch) if model.flow_head is not None else ()
-        onnx_dir = matching_export(folder, sha, max_len, batches)
+        # an int8 model runs ORT's INT8 graph (export/ort_quant.py); fp8 / w4 their
+        # dequantized weights in float32
+        ort_quant = ORT_INT8 if scheme_of(model) == "int8" else None
+        onnx_dir = matching_export(folder, sha, max_len, batches, ort_quant)
         if onnx_dir is not None:
             return StepBackend(name, model, OrtExecutor(onnx_dir, sha, num_threads))
         with tempfile.TemporaryDirectory(prefix="blockplan-onnx-") as tmp:
             # the dynamic-shape step only: all ONNX Runtime runs (no static windows to build)
             export_onnx(model, tmp, max_len, max_batch, (), source="in-process")
+            if ort_quant is not None:
+                from blockplan.export.ort_quant import quantize_export
+
+                quantize_export(tmp)
             return StepBackend(name, model, OrtExecutor(tmp, sha, num_threads))
     if name == "tensorrt":
         from blockplan.backends.tensorrt import tensorrt_backend

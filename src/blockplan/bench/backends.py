@@ -3,7 +3,7 @@
 Same model, same inputs; within a round every strategy runs on every backend back to back
 (backend order alternating by round), so load drift on a shared machine hits them alike.
 Reports each backend's per-strategy summary, its p50 latency relative to the first backend,
-and the fraction of plans whose tokens equal the first backend's.
+the fraction of plans whose tokens equal the first backend's, and the fraction of tokens.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ def run_backend_bench(
         "backends": {},
         "latency_ratio_vs_reference": {},
         "identical_tokens_fraction": {},
+        "token_agreement_fraction": {},
     }
     for backend in names:
         per: dict[str, Any] = {}
@@ -65,17 +66,27 @@ def run_backend_bench(
             per[strategy] = summarize(runs[(backend, strategy)], float(tokens))
         report["backends"][backend] = per
     for backend in names[1:]:
-        ratios, same = {}, {}
+        ratios, same, agree = {}, {}, {}
         for strategy in strategies:
             ours = report["backends"][backend][strategy]["latency_ms"]["p50"]
             ref = report["backends"][names[0]][strategy]["latency_ms"]["p50"]
             ratios[strategy] = round(ours / ref, 3)
             pairs = zip(runs[(names[0], strategy)], runs[(backend, strategy)], strict=True)
+            pairs = list(pairs)
             same[strategy] = float(np.mean([_same(a, b) for a, b in pairs]))
+            agree[strategy] = float(np.mean([_agreement(a, b) for a, b in pairs]))
         report["latency_ratio_vs_reference"][backend] = ratios
         report["identical_tokens_fraction"][backend] = same
+        report["token_agreement_fraction"][backend] = agree
     return report
 
 
 def _same(a: Run, b: Run) -> bool:
     return a.tokens is not None and b.tokens is not None and np.array_equal(a.tokens, b.tokens)
+
+
+def _agreement(a: Run, b: Run) -> float:
+    """The fraction of answer tokens equal at the same position (0 for a failed plan)."""
+    if a.tokens is None or b.tokens is None or np.shape(a.tokens) != np.shape(b.tokens):
+        return 0.0
+    return float(np.mean(np.asarray(a.tokens) == np.asarray(b.tokens)))

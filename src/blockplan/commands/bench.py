@@ -89,13 +89,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ms per forward by window width (bench/graphs.py)",
     )
     parser.add_argument(
-        "--forward-reps", type=int, default=10, help="--compare-graphs: timed calls per width"
+        "--forward-reps",
+        type=int,
+        default=10,
+        help="--compare-graphs, --quantized: timed calls per width",
     )
     parser.add_argument(
         "--bandwidth-gbs",
         type=float,
         help="--compare-graphs: the device's memory bandwidth in GB/s (e.g. 4800 for an H200), "
         "for each forward's ratio to the bandwidth floor",
+    )
+    parser.add_argument(
+        "--quantized",
+        metavar="SCHEMES",
+        help="comma-separated schemes (int8,fp8,w4): the model against its quantized copies "
+        "in one interleaved run (plans, ms per forward, weight bytes; bench/quantized.py)",
+    )
+    parser.add_argument(
+        "--forwards-only",
+        action="store_true",
+        help="--quantized: no plans, only ms per forward (and weight bytes): a big shape on a "
+        "busy CPU",
+    )
+    parser.add_argument(
+        "--forward-past",
+        type=int,
+        metavar="N",
+        help="--quantized: cache slots before each timed forward (default: the prompt length)",
+    )
+    parser.add_argument(
+        "--forward-rounds", type=int, default=3, help="--quantized: interleaved rounds"
+    )
+    parser.add_argument(
+        "--ort-forwards",
+        action="store_true",
+        help="--quantized: also ONNX Runtime's decoder step, float32 against INT8",
     )
     parser.add_argument("--json", metavar="PATH", help="also write the report to this file")
     from blockplan.commands.bench_streaming import add_streaming_arguments
@@ -168,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if not strategies:
         strategies = list(_default_strategies(planner))
+    if args.quantized:
+        return _compare_quantized(planner, strategies, args, source)
     if len(backends) > 1:
         return _compare_backends(planner, backends, strategies, args, source)
     if args.compare_graphs:
@@ -248,6 +279,32 @@ def _compare_backends(planner, backends, strategies, args, source: str) -> int:
         planners, strategies, args.iters, args.warmup, args.seed, progress=log.info
     )
     report["model"] = {"source": source, **report["model"]}
+    print_report(report, args.json)
+    return 0
+
+
+def _compare_quantized(planner, strategies, args, source: str) -> int:
+    from blockplan.bench.quantized import run_quantized_bench
+    from blockplan.model.quantized import SCHEMES
+
+    schemes = [s for s in args.quantized.split(",") if s]
+    if not schemes or [s for s in schemes if s not in SCHEMES]:
+        print(f"error: --quantized={args.quantized!r}: known {list(SCHEMES)}", file=sys.stderr)
+        return 2
+    report = run_quantized_bench(
+        planner,
+        schemes,
+        [] if args.forwards_only else strategies,
+        args.iters,
+        args.warmup,
+        args.seed,
+        reps=args.forward_reps,
+        rounds=args.forward_rounds,
+        past=args.forward_past,
+        ort_forwards=args.ort_forwards,
+        progress=log.info,
+    )
+    report["model"] = {"source": source, "backend": planner.runner.name, **report.get("model", {})}
     print_report(report, args.json)
     return 0
 

@@ -40,6 +40,7 @@ from blockplan.errors import UserError
 from blockplan.export.graphs import DecoderStep, VisionFrame
 from blockplan.export.ort_step import build_step_graph, rope_rows
 from blockplan.model.planner_model import PlannerModel
+from blockplan.model.quantized import dequantize_decoder, scheme_of
 
 FORMAT = "blockplan-onnx"
 # 2: the dynamic decoder graph reads the whole cache buffer and takes logit rows
@@ -179,6 +180,10 @@ def export_onnx(
         raise ExportError(f"max_len={max_len}, max_batch={max_batch}: must be >= 1")
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
+    sha = model_sha256(model)  # of the weights as loaded (a quantized model's codes)
+    if scheme_of(model) is not None:  # the graphs carry the dequantized weights, in float
+        model = copy.deepcopy(model)
+        dequantize_decoder(model.decoder)
     if model.decoder.lm_head.weight.dtype != torch.float32:
         model = copy.deepcopy(model).to(torch.float32)  # never change the caller's model
     model = model.eval()
@@ -238,7 +243,7 @@ def export_onnx(
         "format": FORMAT,
         "version": VERSION,
         "source": source,
-        "model_sha256": model_sha256(model),
+        "model_sha256": sha,
         "opset": opset,
         "onnx_version": onnx.__version__,
         "torch_version": torch.__version__,

@@ -70,12 +70,18 @@ class Projection:
 
     weights: tuple[torch.Tensor, ...]
     biases: tuple[torch.Tensor | None, ...]
+    # quantized linears (model/quantized.py) run as their own modules, apart
+    modules: tuple[nn.Module, ...] = ()
 
     @classmethod
-    def of(cls, linears: list[nn.Linear]) -> Projection:
+    def of(cls, linears: list[nn.Module]) -> Projection:
+        if not all(isinstance(lin, nn.Linear) for lin in linears):
+            return cls((), (), tuple(linears))
         w = [lin.weight.detach() for lin in linears]
         b = [None if lin.bias is None else lin.bias.detach() for lin in linears]
         has_bias = b[0] is not None
+        if len(w) == 1:
+            return cls(tuple(w), tuple(b))
         outs = tuple(t.shape[0] for t in w)
         small = sum(outs) * w[0].shape[1] <= MAX_FUSED_ELEMENTS
         if small and fuses_exactly(w[0].shape[1], outs, has_bias, w[0].dtype, w[0].device):
@@ -87,6 +93,9 @@ class Projection:
         return len(self.weights) == 1
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.modules:
+            parts = [module(x) for module in self.modules]
+            return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         if len(self.weights) == 1:
             return F.linear(x, self.weights[0], self.biases[0])
         parts = [F.linear(x, w, b) for w, b in zip(self.weights, self.biases, strict=True)]
@@ -97,10 +106,10 @@ class Projection:
 class LayerWeights:
     ln1: torch.Tensor  # (Hd,) input_layernorm
     qkv: Projection  # q, k, v: (..., (H + 2 Hkv) D)
-    o_w: torch.Tensor  # (Hd, H D)
+    o: Projection  # o_proj: (..., Hd)
     ln2: torch.Tensor  # (Hd,) post_attention_layernorm
     gate_up: Projection  # gate, up: (..., 2 I)
-    down_w: torch.Tensor  # (Hd, I)
+    down: Projection  # down_proj: (..., Hd)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -156,10 +165,10 @@ class FastForward:
                     LayerWeights(
                         ln1=layer.input_layernorm.weight.detach(),
                         qkv=Projection.of([a.q_proj, a.k_proj, a.v_proj]),
-                        o_w=a.o_proj.weight.detach(),
+                        o=Projection.of([a.o_proj]),
                         ln2=layer.post_attention_layernorm.weight.detach(),
                         gate_up=Projection.of([m.gate_proj, m.up_proj]),
-                        down_w=m.down_proj.weight.detach(),
+                        down=Projection.of([m.down_proj]),
                     )
                 )
         self.layers = tuple(layers)
@@ -219,11 +228,11 @@ class FastForward:
             if cache is not None:
                 k, v = cache.write(i, k_raw.transpose(1, 2), k, v)  # (B, Hkv, L, D)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, enable_gqa=True)
-            x = x + F.linear(out.transpose(1, 2).reshape(B, S, -1), w.o_w)
+            x = x + w.o(out.transpose(1, 2).reshape(B, S, -1))
             gate, up = w.gate_up(rms_norm(x, w.ln2, eps)).chunk(2, dim=-1)
             # silu of a contiguous copy: a vectorized kernel's scalar tail then falls where
             # it falls on the reference's own (B, S, I) gate output, so every value matches
-            x = x + F.linear(F.silu(gate.contiguous()) * up, w.down_w)
+            x = x + w.down(F.silu(gate.contiguous()) * up)
         hidden = rms_norm(x, decoder.model.norm.weight, eps)  # (B, S, Hd)
         logits = F.linear(hidden[:, rows], decoder.lm_head.weight)  # (B, S', V)
         return logits, hidden

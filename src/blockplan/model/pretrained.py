@@ -65,6 +65,10 @@ def _load_model(folder: Path, raw: dict[str, Any]) -> nn.Module:
             f"{folder / CONFIG_NAME}: model_type={shown(model_type)}: expected one of "
             f"{list(MODEL_TYPES)}"
         )
+    if "quantization" in raw:  # model/quantized_folder.py: codes and scales, checked
+        from blockplan.model.quantized_folder import load_quantized
+
+        return load_quantized(raw, read_state_dict(folder), str(folder))
     if model_type == "blockplan_planner":
         config = PlannerModelConfig.from_dict(raw)  # checked before the weights are read
         return PlannerModel.from_config_and_state(config, read_state_dict(folder), str(folder))

@@ -101,6 +101,19 @@ def is_plain_name(name: str) -> bool:
     return name not in ("", ".", "..") and "/" not in name and "\\" not in name
 
 
+# The one subfolder a model folder's manifest may cover: the ONNX graphs of a quantized
+# folder (`onnx/decoder_step.onnx`); any other path with a separator is refused.
+MANIFEST_SUBFOLDERS = ("onnx",)
+
+
+def is_listed_name(name: str) -> bool:
+    """A name a manifest may list: a plain file name, or one in MANIFEST_SUBFOLDERS."""
+    sub, sep, rest = name.partition("/")
+    if sep:
+        return sub in MANIFEST_SUBFOLDERS and is_plain_name(rest)
+    return is_plain_name(name)
+
+
 def check_inside(folder: Path, name: str, where: Path) -> None:
     """`folder/name` is a regular file of the folder itself, not a symlink (a file the
     manifest vouches for must stay in the folder it verified)."""
@@ -120,14 +133,19 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_manifest(folder: str | Path) -> dict[str, str]:
-    """Record the sha256 of every file in `folder` (except the manifest) in manifest.json."""
+def write_manifest(folder: str | Path, subdirs: Iterable[str] = ()) -> dict[str, str]:
+    """Record the sha256 of every file in `folder` (except the manifest) in manifest.json;
+    with `subdirs` (e.g. "onnx"), also every file in those folders, as "onnx/NAME"."""
     folder = Path(folder)
     files = {
         p.name: sha256_file(p)
         for p in sorted(folder.iterdir())
         if p.is_file() and p.name != MANIFEST_NAME
     }
+    for sub in subdirs:
+        for p in sorted((folder / sub).iterdir()):
+            if p.is_file():
+                files[f"{sub}/{p.name}"] = sha256_file(p)
     (folder / MANIFEST_NAME).write_text(json.dumps({"sha256": files}, indent=2) + "\n")
     return files
 
@@ -151,7 +169,7 @@ def read_manifest(folder: str | Path) -> dict[str, str] | None:
     if not isinstance(listed, dict) or not listed:
         raise WeightsError(f"{path}: 'sha256' holds no file digests; {shape}")
     for name, digest in listed.items():
-        if not is_plain_name(name):
+        if not is_listed_name(name):
             raise WeightsError(f"{path}: {name!r}: names no file of the folder itself")
         if not (isinstance(digest, str) and len(digest) == 64 and _is_hex(digest)):
             raise WeightsError(
