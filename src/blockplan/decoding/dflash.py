@@ -1,5 +1,5 @@
 """`dflash`: scaffold speculative decoding whose drafts come from a DFlash drafter
-(`model/drafter.py`, docs/ALGORITHMS.md §4.4) instead of a target draft forward.
+(`model/drafter.py`, docs/ALGORITHMS.md §4.7) instead of a target draft forward.
 
 The block loop, the windows, the verify forward and the acceptance rule are scaffold spec's
 (`block_loop.decode_span`): structural slots stay the scaffold's, the previous plan's

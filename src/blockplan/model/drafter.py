@@ -1,5 +1,5 @@
 """The DFlash drafter: a small block-diffusion network that proposes a whole window of answer
-tokens in one forward, conditioned on hidden states of its target (docs/ALGORITHMS.md §4.4).
+tokens in one forward, conditioned on hidden states of its target (docs/ALGORITHMS.md §4.7).
 
 Inputs per window [w, e): the *context*, the target's residual stream after
 `target_layers` at the C answer (or prompt) positions before w, concatenated and projected

@@ -1,5 +1,5 @@
 """Train a DFlash drafter (`model/drafter.py`) by distillation on its target's own greedy
-answers (`blockplan train-drafter`; docs/ALGORITHMS.md §4.4).
+answers (`blockplan train-drafter`; docs/ALGORITHMS.md §4.7).
 
 1. The target plans every observation greedily (a lossless strategy: AR greedy's tokens).
 2. One teacher-forced forward of the target over prompt + answer (causal, as the cache
