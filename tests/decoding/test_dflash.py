@@ -179,3 +179,37 @@ def test_the_planner_refuses_dflash_on_another_backend(tmp_path):
     assert isinstance(other.drafter, Drafter)
     with pytest.raises(PlannerSetupError, match="eager torch"):
         other.decode(synthetic_observation(other.config, 0), "dflash")
+
+
+@pytest.mark.parametrize("preset", ["test", "qwen2.5-vl-test"])
+def test_the_drafter_reads_the_features_a_full_recompute_gives(monkeypatch, preset):
+    """The context rows kept while decoding equal those of one teacher-forced pass over the
+    answer (what the drafter is trained on), also where answer positions are not cache
+    slots (multimodal RoPE: the answer starts at a rotary position below the prompt length)."""
+    import importlib
+
+    from blockplan.planner.qwen import fastddrive_config
+    from blockplan.planner.synthetic import synthetic_input
+    from blockplan.train.drafter import target_features
+
+    decode_module = importlib.import_module("blockplan.decoding.decode")
+    stores = []
+
+    class Recording(decode_module.FeatureStore):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            stores.append(self)
+
+    monkeypatch.setattr(decode_module, "FeatureStore", Recording)
+    config = PlannerConfig().with_params({"model.backend": "torch"})
+    if preset.startswith("qwen"):
+        config = fastddrive_config(config)
+    planner = Planner.random_init(preset, config)
+    planner.drafter = random_drafter(planner.model.decoder, **SIZES)
+    obs = synthetic_input(planner.config, 0, planner.schema)
+    result = planner.decode(obs, "dflash").result
+    store = stores[-1]
+    expected = target_features(planner, obs, result.tokens[0], store.layers, store.context)
+    kept = torch.from_numpy(store.valid)
+    assert kept[: store.context + len(planner.scaffold) // 2].all()
+    assert torch.allclose(store.rows[0][kept], expected[kept], atol=1e-4)

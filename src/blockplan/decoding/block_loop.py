@@ -193,7 +193,7 @@ class DecodeContext:
         self.stats.num_forwards += 1
         only = {} if rows is None else {"logit_rows": rows}
         if self.features is not None:  # dflash: the drafter's context rows come along
-            self.features.settle(self.cache.length - self.answer_start)
+            self.features.settle(self.cache.length - self.prompt_len)  # slots, not positions
             only["hidden_layers"] = self.features.layers
         logits = self.model(
             ids, positions=positions, mask=mask, cache=self.cache, num_logits=num_logits, **only

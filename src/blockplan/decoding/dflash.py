@@ -80,7 +80,7 @@ def dflash_proposal(drafter: Drafter) -> Propose:
         if not unknown.any():
             return window
         store = ctx.features
-        store.settle(ctx.cache.length - ctx.answer_start)
+        store.settle(ctx.cache.length - ctx.prompt_len)  # answer slots in the cache
         features, exists = store.window_context(w)  # (B, C, F), (C,)
         B, W = window.shape
         device = drafter.head.device
