@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from blockplan.backends.graphs import DirectRunner, GraphBackend
-from blockplan.config import STRATEGIES, default_params_path, load_config
+from blockplan.config import MODEL_STRATEGIES, default_params_path, load_config
 from blockplan.planner.planner import Planner
 from blockplan.planner.synthetic import synthetic_observation
 
@@ -64,7 +64,7 @@ def main() -> int:
                 ),
             }
         per: dict[str, dict] = {}
-        for strategy in STRATEGIES:
+        for strategy in MODEL_STRATEGIES:
             entry: dict[str, object] = {}
             t0 = time.perf_counter()
             for i in range(args.observations):

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from blockplan.cli import main
-from blockplan.config import STRATEGIES, PlannerConfig, default_params_path, load_config
+from blockplan.config import MODEL_STRATEGIES, PlannerConfig, default_params_path, load_config
 from blockplan.model.weights import read_config
 from tests.optional import importorskip
 
@@ -171,7 +171,7 @@ def test_every_strategy_on_onnxruntime_equals_torch(folder, tmp_path, capsys):
     ort = Planner.from_folder(copy, shipped_config("onnxruntime", 3))
     assert max_logit_gap(reference, ort, seed=0) <= 1e-3
     obs = synthetic_observation(reference.config, 2)
-    for strategy in STRATEGIES:
+    for strategy in MODEL_STRATEGIES:
         want = reference.decode(obs, strategy)
         got = ort.decode(obs, strategy)
         np.testing.assert_array_equal(got.result.tokens, want.result.tokens, err_msg=strategy)

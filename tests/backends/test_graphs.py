@@ -28,7 +28,7 @@ from blockplan.backends.graphs import (
     bucket_widths,
 )
 from blockplan.bench.stream_sequence import stream_observation
-from blockplan.config import STRATEGIES, ConfigError, PlannerConfig, load_config
+from blockplan.config import MODEL_STRATEGIES, ConfigError, PlannerConfig, load_config
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.export.onnx_export import DEFAULT_WINDOWS
 from blockplan.model.masks import causal_mask, draft_mask
@@ -93,7 +93,7 @@ def test_preset_pair(request):
     return eager, static_twin(eager)
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", MODEL_STRATEGIES)
 def test_every_strategy_on_the_test_preset(test_preset_pair, strategy):
     eager, static = test_preset_pair
     assert_same_plans(eager, static, [synthetic_observation(eager.config, 5)], [strategy])
@@ -104,7 +104,7 @@ def test_every_strategy_on_the_test_preset(test_preset_pair, strategy):
 def test_every_strategy_on_the_tiny_preset(dtype):
     eager = Planner.random_init("tiny", configured(PlannerConfig(), dtype), seed=2)
     static = static_twin(eager)
-    assert_same_plans(eager, static, [synthetic_observation(eager.config, 1)], STRATEGIES)
+    assert_same_plans(eager, static, [synthetic_observation(eager.config, 1)], MODEL_STRATEGIES)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -158,7 +158,7 @@ def test_every_strategy_on_the_shipped_models(folder, dtype):
         obs = synthetic_robot_observation(config, 3, eager.schema)
     else:
         obs = synthetic_observation(config, 3)
-    assert_same_plans(eager, static, [obs], STRATEGIES)
+    assert_same_plans(eager, static, [obs], MODEL_STRATEGIES)
 
 
 # ---- the bookkeeping -------------------------------------------------------------------------
@@ -283,7 +283,7 @@ def test_gpu_replayed_graphs_equal_eager(dtype):
     captured = graphs.runner.stats.captured
     assert captured == len(bucket_batches(3)) * len(bucket_widths(graphs.cache.max_len))
     observations = [synthetic_observation(base.config, seed) for seed in range(2)]
-    assert_same_plans(eager, graphs, observations, STRATEGIES)
+    assert_same_plans(eager, graphs, observations, MODEL_STRATEGIES)
     assert graphs.runner.stats.captured == captured  # replayed, never captured again
 
 
@@ -291,7 +291,7 @@ def test_gpu_replayed_graphs_equal_eager(dtype):
 def test_gpu_graphs_equal_the_cpu_static_path():
     base = Planner.random_init("test", configured(PlannerConfig(), "float64"), seed=3)
     cpu, graphs = static_twin(base), _on_cuda(base, True)
-    assert_same_plans(cpu, graphs, [synthetic_observation(base.config, 0)], STRATEGIES)
+    assert_same_plans(cpu, graphs, [synthetic_observation(base.config, 0)], MODEL_STRATEGIES)
 
 
 @needs_cuda

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from blockplan.config import STRATEGIES, PlannerConfig
+from blockplan.config import MODEL_STRATEGIES, PlannerConfig
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.export.onnx_export import (
     DYNAMIC_FILE,
@@ -164,7 +164,7 @@ def test_a_forward_matches_torch_in_logits_and_cache(planners, batch, past, wind
     torch.testing.assert_close(caches[1].positions, caches[0].positions, atol=0, rtol=0)
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", MODEL_STRATEGIES)
 def test_every_strategy_gives_torchs_tokens_in_one_call_per_forward(planners, strategy):
     reference, ort = planners
     for seed in (0, 3):
@@ -390,7 +390,7 @@ def test_half_precision_planners_decode_on_onnxruntime_as_ar_greedy(dtype):
     obs = synthetic_observation(ort.config, 0)
     want = ort.decode(obs, "ar").result.tokens
     np.testing.assert_array_equal(ort.decode(obs, "scaffold_spec").result.tokens, want)
-    for strategy in STRATEGIES:
+    for strategy in MODEL_STRATEGIES:
         assert ort.decode(obs, strategy).result.tokens.shape[1] == want.shape[1]
 
 

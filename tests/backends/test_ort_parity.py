@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from blockplan.config import STRATEGIES, PlannerConfig
+from blockplan.config import MODEL_STRATEGIES, PlannerConfig
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.model.masks import draft_mask
 from blockplan.planner.planner import Planner
@@ -52,7 +52,7 @@ def test_pair():
     return reference, pair(reference)
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", MODEL_STRATEGIES)
 def test_every_strategy_matches_torch_on_a_small_model(test_pair, strategy):
     reference, ort_planner = test_pair
     assert ort_planner.runner.name == "onnxruntime"

@@ -9,7 +9,7 @@ import torch
 
 from blockplan.backends import StepBackend, TorchBackend, TorchGraphExecutor, create_backend
 from blockplan.backends.factory import BackendSetupError
-from blockplan.config import STRATEGIES, PlannerConfig
+from blockplan.config import MODEL_STRATEGIES, PlannerConfig
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.model.masks import draft_mask
 from blockplan.planner.planner import Planner
@@ -45,7 +45,7 @@ def dynamic_planner(planners):
     )
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", MODEL_STRATEGIES)
 def test_every_strategy_decodes_the_same_tokens(planners, dynamic_planner, strategy):
     reference, graph = planners
     obs = synthetic_observation(reference.config, 5)

@@ -16,6 +16,7 @@ STRATEGY_KEYS = {
     "tokens_per_s",
     "valid_fraction",
 }
+PER_STRATEGY = {"editable_tokens_per_forward"}  # not for the hf_generate baseline
 
 
 @pytest.mark.slow
@@ -31,7 +32,7 @@ def test_bench_report_keys(tmp_path, capsys):
     assert set(report["strategies"]) == {"ar", "scaffold_spec", "section_diffusion", "rollouts"}
     floor_keys = {"flops_per_plan", "compute_floor_ms", "compute_floor_ratio"}
     for entry in report["strategies"].values():
-        assert set(entry) == STRATEGY_KEYS | floor_keys
+        assert set(entry) == STRATEGY_KEYS | floor_keys | PER_STRATEGY
         assert set(entry["latency_ms"]) == {"p50", "p90", "p99"}
         assert entry["flops_per_plan"] > 0 and entry["compute_floor_ratio"] > 0
     assert set(report["hf_generate"]) == STRATEGY_KEYS
@@ -59,7 +60,7 @@ def test_robot_bench_report_keys(tmp_path):
     assert set(report["strategies"]) == names
     floor_keys = {"flops_per_plan", "compute_floor_ms", "compute_floor_ratio"}
     for entry in report["strategies"].values():
-        assert set(entry) == STRATEGY_KEYS | floor_keys
+        assert set(entry) == STRATEGY_KEYS | floor_keys | PER_STRATEGY
         assert entry["valid_fraction"] == 1.0 and entry["flops_per_plan"] > 0
     assert "hf_generate" not in report
     assert report["pipelined_speedup_vs_full_diffusion"] > 0
@@ -77,3 +78,26 @@ def test_robot_bench_runs_pipelined_against_full_diffusion(tmp_path, capsys):
     assert report["pipelined_speedup_vs_full_diffusion"] > 0
     assert "pipelined_speedup_vs_section_diffusion" not in report
     assert report["strategies"]["pipelined"]["forwards_per_plan"] < 57
+
+
+@pytest.mark.slow
+def test_train_drafter_then_bench_dflash_against_ar(tmp_path, capsys):
+    """The drafter folder `train-drafter` writes runs `dflash` in the bench: AR's tokens,
+    the drafter's forwards counted apart from the target's."""
+    drafter = tmp_path / "drafter"
+    argv = ["train-drafter", "--random-init", "test", "--synthetic", "4", "--steps", "20"]
+    argv += ["--batch-size", "8", "--hidden-size", "32", "--intermediate-size", "64"]
+    assert main([*argv, "--out", str(drafter), "--threads", "1"]) == 0
+    trained = json.loads(capsys.readouterr().out)
+    assert trained["answers"] == 4 and trained["steps"] == 20
+    assert (drafter / "manifest.json").is_file()
+    out = tmp_path / "bench.json"
+    argv = ["bench", "--random-init", "test", "--iters", "2", "--warmup", "0", "--no-hf"]
+    argv += ["--backend", "torch", "--drafter", str(drafter), "--no-compute-floor"]
+    assert main([*argv, "--threads", "1", "--json", str(out)]) == 0  # default: every strategy
+    report = json.loads(out.read_text())
+    assert "dflash" in report["strategies"]
+    entry = report["strategies"]["dflash"]
+    assert entry["valid_fraction"] == 1.0 and entry["draft_forwards_per_plan"] > 0
+    assert report["dflash"]["identical_to_ar_fraction"] == 1.0
+    assert report["dflash"]["scaffold_spec_forwards_over_dflash"] > 0

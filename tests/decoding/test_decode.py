@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from blockplan.config import STRATEGIES, PlannerConfig, RolloutConfig
+from blockplan.config import MODEL_STRATEGIES, STRATEGIES, PlannerConfig, RolloutConfig
 from blockplan.decoding.decode import DecodeOptions, cached_strategy, decode
 from blockplan.model.masks import causal_mask
 
@@ -18,7 +18,7 @@ def _inputs(decoder_factory, scaffold_factory, seed=0, block_size=6):
     return model, scaffold, model.embed(ids).detach(), causal_mask(7)
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", MODEL_STRATEGIES)
 def test_every_strategy_fills_the_scaffold(decoder_factory, scaffold_factory, strategy):
     model, scaffold, embeds, mask = _inputs(decoder_factory, scaffold_factory)
     result = decode(
@@ -72,6 +72,6 @@ def test_unknown_strategy_is_an_error_naming_the_valid_ones(decoder_factory, sca
         assert all(repr(name) in str(error.value) for name in STRATEGIES)
 
 
-@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "full_diffusion"])
+@pytest.mark.parametrize("strategy", [s for s in MODEL_STRATEGIES if s != "full_diffusion"])
 def test_every_cached_strategy_has_a_decoder(strategy):
     assert callable(cached_strategy(DecodeOptions(strategy)))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from blockplan.config import STRATEGIES
+from blockplan.config import MODEL_STRATEGIES
 from blockplan.decoding.decode import DecodeOptions, decode
 from blockplan.decoding.picking import GreedyPicker
 from blockplan.model.masks import causal_mask
@@ -47,7 +47,7 @@ def _decode_both(model, scaffold, embeds, mask, options):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", MODEL_STRATEGIES)
 def test_every_strategy_decodes_the_reference_tokens(
     decoder_factory, scaffold_factory, strategy, dtype
 ):

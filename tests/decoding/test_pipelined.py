@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from blockplan.config import STRATEGIES, ModelConfig, PlannerConfig
+from blockplan.config import MODEL_STRATEGIES, ModelConfig, PlannerConfig
 from blockplan.decoding.block_loop import AnswerState, DecodeContext
 from blockplan.decoding.decode import DecodeOptions, decode
 from blockplan.decoding.kv_cache import KVCache
@@ -130,7 +130,7 @@ def test_committed_kv_are_token_causal_for_vehicle_models(decoder_factory, scaff
     assert torch.allclose(cache.kv[..., :L, :], reference.kv[..., :L, :], atol=1e-10)
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", MODEL_STRATEGIES)
 def test_every_strategy_fills_every_slot_and_parses_to_bin_centres(planner, strategy):
     config = dataclasses.replace(
         planner.config, rollouts=dataclasses.replace(planner.config.rollouts, num_rollouts=2)

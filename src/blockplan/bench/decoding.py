@@ -52,6 +52,7 @@ class Run:
     stage_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # Plan.timings_ms
     active_blocks: tuple[int, ...] = ()  # pipelined: blocks denoised per forward
     hint: np.ndarray | None = None  # the previous answer it drafted from (a sequence)
+    num_draft_forwards: int = 0  # dflash: the drafter's forwards (not the target's)
 
 
 Runner = Callable[[Observation | RobotObservation], Run]
@@ -82,7 +83,14 @@ def strategy_runner(planner: Planner, strategy: str, sequence: bool = False) -> 
         latency = (time.perf_counter() - t0) * 1e3
         stages = dict(decoded.plan.timings_ms)
         return Run(
-            latency, r.tokens, r.num_forwards, r.num_spec_steps, stages, r.active_blocks, hint
+            latency,
+            r.tokens,
+            r.num_forwards,
+            r.num_spec_steps,
+            stages,
+            r.active_blocks,
+            hint,
+            r.num_draft_forwards,
         )
 
     return run
@@ -127,13 +135,25 @@ def hf_generate_runner(planner: Planner) -> Runner:
     return run
 
 
-def summarize(runs: Sequence[Run], tokens_per_plan: float) -> dict[str, Any]:
+def summarize(
+    runs: Sequence[Run], tokens_per_plan: float, editable: int | None = None
+) -> dict[str, Any]:
+    """`editable`: the editable slots per plan, for `editable_tokens_per_forward` (the
+    tokens each target forward decided, the prefill included)."""
     latencies = [r.latency_ms for r in runs]
     ok = [r for r in runs if r.tokens is not None]
     counted = [r.num_forwards for r in runs if r.num_forwards > 0]
     median_s = float(np.median(latencies)) / 1e3
+    forwards = float(np.mean(counted)) if counted else None
+    extra = {}
+    if editable is not None and forwards:
+        extra["editable_tokens_per_forward"] = round(editable / forwards, 3)
+    drafts = [r.num_draft_forwards for r in runs]
+    if any(drafts):
+        extra["draft_forwards_per_plan"] = float(np.mean(drafts))
     return {
-        "forwards_per_plan": float(np.mean(counted)) if counted else None,
+        **extra,
+        "forwards_per_plan": forwards,
         "tokens_per_plan": tokens_per_plan,
         "latency_ms": percentiles(latencies),
         "tokens_per_s": round(tokens_per_plan / median_s, 2),
@@ -217,7 +237,8 @@ def run_bench(
     for name in strategies:
         n = num_rollouts if name == "rollouts" else 1
         tokens = A + (n - 1) * (trajectory.end - trajectory.start)
-        report["strategies"][name] = summarize(runs[name], float(tokens))
+        editable = int(planner.scaffold.is_editable.sum()) + (n - 1) * trajectory.num_editable
+        report["strategies"][name] = summarize(runs[name], float(tokens), editable)
     report["stage_ms_p50"] = {name: stage_medians(runs[name]) for name in strategies}
     if "ar" in runs and "scaffold_spec" in runs:
         pairs = list(zip(runs["ar"], runs["scaffold_spec"], strict=True))
@@ -230,6 +251,8 @@ def run_bench(
         steps = sum(r.num_spec_steps for r in runs["scaffold_spec"])
         editable = int(planner.scaffold.is_editable.sum()) * len(runs["scaffold_spec"])
         report["scaffold_spec_tokens_per_step"] = round(editable / steps, 3) if steps else None
+    if "dflash" in runs:
+        add_dflash_report(report, runs)
     if "pipelined" in runs:
         add_pipeline_report(report, runs["pipelined"])
     if "rollouts" in runs:
@@ -320,6 +343,30 @@ def flow_head_report(
         }
     )
     return out
+
+
+def add_dflash_report(report: dict[str, Any], runs: dict[str, list[Run]]) -> None:
+    """`dflash`: whether its tokens equal AR's (else scaffold spec's, itself AR's) on every
+    plan, and its target forwards and p50 latency as ratios to scaffold spec's."""
+    base = "ar" if "ar" in runs else "scaffold_spec" if "scaffold_spec" in runs else None
+    entry: dict[str, Any] = {}
+    if base is not None:
+        pairs = list(zip(runs[base], runs["dflash"], strict=True))
+        same = sum(
+            a.tokens is not None and b.tokens is not None and np.array_equal(a.tokens, b.tokens)
+            for a, b in pairs
+        )
+        entry[f"identical_to_{base}_fraction"] = same / len(pairs)
+    spec = report["strategies"].get("scaffold_spec")
+    mine = report["strategies"]["dflash"]
+    if spec and spec["forwards_per_plan"] and mine["forwards_per_plan"]:
+        entry["scaffold_spec_forwards_over_dflash"] = round(
+            spec["forwards_per_plan"] / mine["forwards_per_plan"], 3
+        )
+        entry["dflash_latency_over_scaffold_spec_p50"] = round(
+            mine["latency_ms"]["p50"] / spec["latency_ms"]["p50"], 3
+        )
+    report["dflash"] = entry
 
 
 def add_pipeline_report(report: dict[str, Any], runs: Sequence[Run]) -> None:

@@ -48,6 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "bag (every tick, ideal timing) instead of independent synthetic inputs: each "
         "strategy drafts from its own previous answer, as the node does",
     )
+    parser.add_argument(
+        "--drafter",
+        metavar="DIR",
+        help="= --set decoding.drafter=DIR: a DFlash drafter folder made for this model "
+        "(blockplan train-drafter); adds the dflash strategy to the default list",
+    )
     parser.add_argument("--params", help="params YAML (default: the shipped params/planner.yaml)")
     add_set_argument(parser)
     parser.add_argument(
@@ -159,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
             "model.device": args.device,
             "model.num_threads": args.threads,
             "model.backend": backends[0] if backends else None,
+            "decoding.drafter": args.drafter,
         }
         config = config.with_params({k: v for k, v in shorthands.items() if v is not None})
         if (args.streaming or args.compare_graphs) and config.model.backend == "auto":
@@ -379,4 +386,6 @@ def _default_strategies(planner) -> tuple[str, ...]:
         from blockplan.decoding.strategies import FLOW_STRATEGIES
 
         return FLOW_STRATEGIES
+    if planner.drafter is None or planner.runner.name != "torch":
+        return tuple(s for s in STRATEGIES if s != "dflash")  # dflash needs both
     return STRATEGIES

@@ -25,6 +25,8 @@ from blockplan.config.cameras import (
 )
 from blockplan.config.control import FALLBACK_POLICIES, TIMING_MODES, ControlConfig, FallbackConfig
 from blockplan.config.decoding import (
+    DRAFTER_STRATEGIES,
+    MODEL_STRATEGIES,
     ROLLOUT_DECODINGS,
     SPEC_WINDOWS,
     STRATEGIES,
@@ -99,6 +101,8 @@ __all__ = [
     "SPEC_WINDOWS",
     "STALE_CAMERA_POLICIES",
     "STRATEGIES",
+    "DRAFTER_STRATEGIES",
+    "MODEL_STRATEGIES",
     "STREAMING_MODES",
     "TIMING_MODES",
     "TRANSPORTS",

@@ -20,7 +20,11 @@ STRATEGIES = (
     "scaffold_spec",
     "rollouts",
     "pipelined",
+    "dflash",
 )
+# strategies that need more than the model folder (dflash: a drafter folder, the torch backend)
+DRAFTER_STRATEGIES = ("dflash",)
+MODEL_STRATEGIES = tuple(s for s in STRATEGIES if s not in DRAFTER_STRATEGIES)
 SPEC_WINDOWS = ("adaptive", "block")
 ROLLOUT_DECODINGS = ("scaffold_spec", "ar")
 
@@ -43,6 +47,9 @@ class DecodingConfig:
     # after a rejection the next covers at most twice the editable slots the last one
     # decided) or "block" (always the rest of the block). Only the forwards change.
     spec_window: str = choice("adaptive", SPEC_WINDOWS)
+    # dflash: the drafter folder (blockplan train-drafter; config.json, model.safetensors and
+    # a manifest, made for this model's decoder weights); "" none
+    drafter: str = ""
 
     def __post_init__(self) -> None:
         _check_fields(self, "decoding")

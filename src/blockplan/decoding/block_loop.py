@@ -66,6 +66,7 @@ class TokenModel(Protocol):
 class DecodeStats:
     num_forwards: int = 0
     num_spec_steps: int = 0  # draft + verify pairs
+    num_draft_forwards: int = 0  # forwards of a separate drafter (dflash), not the target's
     section_ms: dict[str, float] = field(default_factory=dict)
     active_blocks: list[int] = field(default_factory=list)  # pipelined: blocks per forward
 
@@ -125,6 +126,9 @@ class DecodeContext:
     # the answer n-gram table (`decoding.ngrams`): scaffold spec proposes the free-text sections
     # from it without a draft forward; None: model drafts only.
     ngrams: AnswerNgrams | None = None
+    # dflash (`decoding.dflash.FeatureStore`): every target forward also returns the hidden
+    # states of the drafter's target layers, kept once the cache commits them; None: off.
+    features: object | None = None
     _banned: dict = field(default_factory=dict, repr=False)  # banned ids as a tensor per device
 
     @property
@@ -188,9 +192,15 @@ class DecodeContext:
         mask = window_mask(W, self.cache.length, is_draft)
         self.stats.num_forwards += 1
         only = {} if rows is None else {"logit_rows": rows}
+        if self.features is not None:  # dflash: the drafter's context rows come along
+            self.features.settle(self.cache.length - self.prompt_len)  # slots, not positions
+            only["hidden_layers"] = self.features.layers
         logits = self.model(
             ids, positions=positions, mask=mask, cache=self.cache, num_logits=num_logits, **only
         )
+        if self.features is not None:
+            logits, hidden = logits
+            self.features.put_pending(start, hidden)
         return self.restrict(logits)
 
 

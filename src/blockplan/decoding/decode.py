@@ -17,6 +17,7 @@ from blockplan.config import STRATEGIES, PlannerConfig
 from blockplan.decoding.block_loop import AnswerState, DecodeContext, TokenModel
 from blockplan.decoding.constraints import AnswerConstraints
 from blockplan.decoding.device import synchronize
+from blockplan.decoding.dflash import FeatureStore, decode_dflash
 from blockplan.decoding.flow import FlowSampler, flow_noise
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.decoding.ngrams import AnswerNgrams
@@ -32,6 +33,7 @@ from blockplan.decoding.strategies import (
     prefill,
     rollout_section,
 )
+from blockplan.model.drafter import Drafter
 from blockplan.model.positions import PromptPositions
 from blockplan.schema.layout import Scaffold
 
@@ -99,14 +101,21 @@ class DecodeResult:
     active_blocks: tuple[int, ...] = ()
     waypoints: np.ndarray | None = None
     flow_evaluations: int = 0
+    num_draft_forwards: int = 0  # dflash: the drafter's forwards (not in num_forwards)
 
 
-def cached_strategy(options: DecodeOptions) -> Callable[[DecodeContext, AnswerState], None]:
+def cached_strategy(
+    options: DecodeOptions, drafter: Drafter | None = None
+) -> Callable[[DecodeContext, AnswerState], None]:
     """The block-loop decoder (after the prompt prefill) of `options.strategy`: every strategy
     but `full_diffusion`. Raises ValueError naming the valid strategies for any other name."""
     name = options.strategy
     if name == "ar":
         return decode_ar
+    if name == "dflash":
+        if drafter is None:
+            raise ValueError("strategy='dflash': needs a drafter (decoding.drafter)")
+        return lambda ctx, state: decode_dflash(ctx, state, drafter, options.spec_window)
     if name == "scaffold_spec":
         return lambda ctx, state: decode_scaffold_spec(ctx, state, window=options.spec_window)
     if name == "section_diffusion":
@@ -147,6 +156,7 @@ def decode(
     flow: FlowSampler | None = None,
     draft_hint: np.ndarray | None = None,
     draft_ngrams: AnswerNgrams | None = None,
+    drafter: Drafter | None = None,
 ) -> DecodeResult:
     """Decode the answer of `scaffold` after the prompt with `options.strategy`.
 
@@ -166,6 +176,9 @@ def decode(
     tokens do not match `scaffold` is not used.
     `draft_ngrams`: the answer n-gram table (decoding/ngrams.py) scaffold spec proposes the
     free-text sections from; again only the forward count depends on it.
+    `drafter`: the DFlash drafter (bound to `model`'s decoder) the `dflash` strategy drafts
+    with; `model` must then return the hidden states `Decoder.forward(hidden_layers=...)`
+    does (the torch backend).
     """
     P, A = embeds.shape[1], len(scaffold)
     if cache is None:
@@ -187,6 +200,8 @@ def decode(
         hint=usable_hint(draft_hint, scaffold, model.decoder_config.vocab_size),
         ngrams=draft_ngrams,
     )
+    if options.strategy == "dflash" and flow is None and drafter is not None:
+        ctx.features = FeatureStore(drafter, options.num_rollouts, A)
     t0 = time.perf_counter()
     if flow is not None:
         return _decode_with_flow(ctx, embeds, prompt_mask, options, flow, prefill_with)
@@ -196,7 +211,7 @@ def decode(
         )
         timings = {"full_diffusion": (time.perf_counter() - t0) * 1e3}
     else:
-        run_blocks = cached_strategy(options)  # an unknown name fails before any forward
+        run_blocks = cached_strategy(options, drafter)  # a bad name fails before any forward
         state = (prefill_with or prefill)(ctx, embeds, prompt_mask)
         synchronize(embeds.device)
         timings = {"prefill": (time.perf_counter() - t0) * 1e3}
@@ -210,6 +225,7 @@ def decode(
         num_spec_steps=ctx.stats.num_spec_steps,
         timings_ms=timings,
         active_blocks=tuple(ctx.stats.active_blocks),
+        num_draft_forwards=ctx.stats.num_draft_forwards,
     )
 
 

@@ -52,9 +52,13 @@ def prefill(ctx: DecodeContext, embeds: torch.Tensor, mask: torch.Tensor) -> Ans
     """Run the prompt (1, P, W) through the model into the cache; the answer starts."""
     P = embeds.shape[1]
     positions = torch.arange(P) if ctx.positions is None else ctx.positions.for_prompt()
+    taps = {} if ctx.features is None else {"hidden_layers": ctx.features.layers}
     logits = ctx.model(
-        inputs_embeds=embeds, positions=positions, mask=mask, cache=ctx.cache, num_logits=1
+        inputs_embeds=embeds, positions=positions, mask=mask, cache=ctx.cache, num_logits=1, **taps
     )  # (1, 1, V)
+    if ctx.features is not None:  # dflash: the prompt's last rows are the first context
+        logits, hidden = logits
+        ctx.features.put_prompt(hidden)
     logits = ctx.restrict(logits)
     ctx.stats.num_forwards += 1
     ctx.cache.commit(P)

@@ -66,11 +66,14 @@ class Decoder(nn.Module):
         num_logits: int | None = None,
         return_hidden: bool = False,
         logit_rows: torch.Tensor | None = None,  # (R,) int: which new tokens get logits
+        hidden_layers: tuple[int, ...] | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Logits (B, S', V) for the last S' = num_logits (default all S) new tokens, or for
         the R new tokens `logit_rows` (ascending indices into the S; the LM head runs on
         those rows only), and the final-norm hidden states (B, S, W) too when
-        `return_hidden`.
+        `return_hidden`. `hidden_layers`: instead of the final-norm hidden states, the
+        residual stream after each of these layers, concatenated, (B, S, len · W) — what a
+        DFlash drafter reads (decoding/dflash.py); the logits are the same either way.
 
         L counts the key slots: the committed slots of `cache` followed by the S new tokens
         (just S without a cache). Defaults: positions continue after the cache, causal mask.
@@ -100,16 +103,21 @@ class Decoder(nn.Module):
         if self.fast_path and not torch.is_grad_enabled():
             rows = slice(None) if num_logits is None else slice(S - num_logits, None)
             rows = rows if logit_rows is None else logit_rows
-            logits, hidden = self.fast(self, x, positions, bias, cache, rows)
-            return (logits, hidden) if return_hidden else logits
+            logits, hidden = self.fast(self, x, positions, bias, cache, rows, hidden_layers)
+            return (logits, hidden) if return_hidden or hidden_layers is not None else logits
         c = self.config
         rope = rope_cos_sin(positions, c.dim_per_head, c.rope_theta, x.dtype, c.mrope_section)
-        for layer in self.model.layers:
+        taps = []
+        for i, layer in enumerate(self.model.layers):
             x = layer(x, rope, bias, cache)  # (B, S, W)
+            if hidden_layers is not None and i in hidden_layers:
+                taps.append(x)
         hidden = self.model.norm(x)  # (B, S, W)
         kept = hidden if num_logits is None else hidden[:, S - num_logits :]
         kept = kept if logit_rows is None else hidden[:, logit_rows]
         logits = self.lm_head(kept)  # (B, S', V)
+        if hidden_layers is not None:
+            return logits, torch.cat(taps, dim=-1)
         return (logits, hidden) if return_hidden else logits
 
     def num_parameters(self) -> int:

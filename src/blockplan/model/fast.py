@@ -208,14 +208,17 @@ class FastForward:
         bias: torch.Tensor | None,  # (B|1, 1, S, L) additive
         cache: KVStore | None,
         rows: torch.Tensor | slice,  # which of the S rows get logits
+        taps: tuple[int, ...] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """logits (B, S', V) at `rows` and the final-norm hidden states (B, S, Hd)."""
+        """logits (B, S', V) at `rows` and the final-norm hidden states (B, S, Hd), or with
+        `taps` the residual stream after those layers, concatenated (B, S, len · Hd)."""
         self.refresh(decoder)
         B, S, _ = x.shape
         H, Hkv, D = self.num_heads, self.num_kv_heads, self.head_dim
         half = D // 2
         cos, sin = self.rope(positions, x.dtype)  # (B, S, 1, D)
         eps = self.eps
+        tapped = []
         for i, w in enumerate(self.layers):
             h = rms_norm(x, w.ln1, eps)
             heads = w.qkv(h).view(B, S, H + 2 * Hkv, D)  # q, k, v heads
@@ -233,9 +236,11 @@ class FastForward:
             # silu of a contiguous copy: a vectorized kernel's scalar tail then falls where
             # it falls on the reference's own (B, S, I) gate output, so every value matches
             x = x + w.down(F.silu(gate.contiguous()) * up)
+            if taps is not None and i in taps:
+                tapped.append(x)
         hidden = rms_norm(x, decoder.model.norm.weight, eps)  # (B, S, Hd)
         logits = F.linear(hidden[:, rows], decoder.lm_head.weight)  # (B, S', V)
-        return logits, hidden
+        return logits, (hidden if taps is None else torch.cat(tapped, dim=-1))
 
 
 def _fold_sign(sin: torch.Tensor) -> torch.Tensor:

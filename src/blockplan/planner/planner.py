@@ -26,9 +26,10 @@ from blockplan.decoding.flow import FlowSampler
 from blockplan.decoding.kv_cache import KVCache
 from blockplan.decoding.ngrams import read_drafts
 from blockplan.model.config import ModelConfigError
+from blockplan.model.drafter import Drafter, load_drafter
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
-from blockplan.model.weights import UNVERIFIED
+from blockplan.model.weights import UNVERIFIED, WeightsError
 from blockplan.planner.embodiment import answer_format
 from blockplan.planner.parts import (
     TORCH_DTYPES,
@@ -161,6 +162,16 @@ class Planner:
         self.previous_answer: np.ndarray | None = None
         # The folder's answer n-gram table (decoding.ngram_drafts), verified with the folder.
         self.drafts = read_drafts(folder, self.scaffold, mc.decoder.vocab_size)
+        # The DFlash drafter (decoding.drafter; strategy dflash), verified and bound to the
+        # decoder; assign `planner.drafter` to use another (a drafter in training).
+        self.drafter: Drafter | None = None
+        if config.decoding.drafter:
+            try:
+                self.drafter = load_drafter(config.decoding.drafter, self.model.decoder)
+            except (WeightsError, ModelConfigError) as e:
+                raise PlannerSetupError(f"decoding.drafter={config.decoding.drafter!r}: {e}") from e
+        if config.decoding.strategy == "dflash":
+            self.check_dflash()
         # A flow trajectory head (docs/ALGORITHMS.md §7.1): the text sections decode as
         # configured, the head integrates the waypoints over the prefix cache.
         head = getattr(self.model, "flow_head", None)
@@ -236,6 +247,7 @@ class Planner:
             self.model, self.tokenizer, config, self.schema, backend, weights=self.weights
         )
         other.drafts = self.drafts
+        other.drafter = self.drafter
         return other
 
     @classmethod
@@ -292,6 +304,8 @@ class Planner:
         """Plan with `strategy` (default: the configured one); also return the raw result."""
         options = DecodeOptions.from_config(self.config, strategy)
         options = dataclasses.replace(options, stream_salt=observation.stamp_ns)
+        if options.strategy == "dflash":
+            self.check_dflash()
         timings: dict[str, float] = {}
         embeds, layout = self.embed(observation, timings)  # (1, P, W)
         ctx_cache = self.cache if options.num_rollouts <= self.cache.max_batch else None
@@ -309,6 +323,7 @@ class Planner:
             flow=self.flow,
             draft_hint=self.previous_answer if self.config.decoding.draft_from_previous else None,
             draft_ngrams=self.drafts if self.config.decoding.ngram_drafts else None,
+            drafter=self.drafter,
         )
         timings.update(result.timings_ms)
         t3 = time.perf_counter()
@@ -327,6 +342,22 @@ class Planner:
         # vehicle: a Plan with (N, 5, 2) rollouts; robot: an ActionPlan with (N, H, D) chunks
         plan = self.format.make_plan(observation.stamp_ns, answers, timings, result.num_forwards)
         return DecodedPlan(plan, result, layout)
+
+    def check_dflash(self) -> None:
+        """Raise unless the dflash strategy can run: a drafter, and a backend that returns
+        the decoder's hidden states (eager torch)."""
+        if self.drafter is None:
+            raise PlannerSetupError(
+                "decoding.strategy=dflash: needs decoding.drafter (a drafter folder made by "
+                "blockplan train-drafter)"
+            )
+        if self.runner.name != "torch" or self.config.model.cuda_graphs:
+            raise PlannerSetupError(
+                f"decoding.strategy=dflash: the drafter reads the decoder's hidden states, "
+                f"which only the eager torch backend returns (model.backend="
+                f"{self.config.model.backend!r}, model.cuda_graphs="
+                f"{str(self.config.model.cuda_graphs).lower()})"
+            )
 
     def warmup(self, num_plans: int = 1) -> None:
         """Plan on synthetic inputs so first-call costs (allocation, kernel selection) are
