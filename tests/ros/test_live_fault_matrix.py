@@ -14,7 +14,7 @@ For each: every control tick publishes (a plan or the fallback: the trajectory's
 the sim clock, none missing), /diagnostics names the fault within 2 s, a real plan comes
 within 2 s of the input being healthy again, and the node never crashes. The tests run in
 file order on the one node (each starts from real plans); set BLOCKPLAN_FAULT_MATRIX=FILE to
-get the measured table (docs/BENCHMARKS.md "Live fault matrix").
+get the measured table (docs/BENCHMARKS.md "Faults in the live graph").
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.optional import importorskip
+
+importorskip("rclpy")  # the feeder publishes with rclpy (make test-ros sources ROS 2)
 
 from tests.conftest import REPO_ROOT
 from tests.ros.feeder import (

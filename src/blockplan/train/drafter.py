@@ -29,8 +29,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from blockplan.decoding.block_loop import block_end_at
 from blockplan.model.drafter import Drafter, DrafterConfig, decoder_sha256, default_target_layers
+from blockplan.schema.layout import block_end_at
 
 Progress = Callable[[str], None]
 
