@@ -35,6 +35,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="a skipped ros test is a failure, and rclpy must import (make test-ros, CI)",
     )
     group.addoption(
+        "--fault-matrix-json",
+        metavar="FILE",
+        help="write the live fault matrix's measured table (tests/ros/test_live_fault_matrix.py) to FILE",
+    )
+    group.addoption(
         "--ros-domains",
         default="50-79",
         metavar="LOW-HIGH",

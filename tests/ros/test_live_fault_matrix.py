@@ -13,7 +13,7 @@ one fault after another while it runs at 10 Hz:
 For each: every control tick publishes (a plan or the fallback: the trajectory's stamps on
 the sim clock, none missing), /diagnostics names the fault within 2 s, a real plan comes
 within 2 s of the input being healthy again, and the node never crashes. The tests run in
-file order on the one node (each starts from real plans); set BLOCKPLAN_FAULT_MATRIX=FILE to
+file order on the one node (each starts from real plans); pass --fault-matrix-json FILE to
 get the measured table (docs/BENCHMARKS.md "Faults in the live graph").
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -168,7 +167,7 @@ def _window_after(sim_ns: int, complete: bool = True) -> Callable[[dict], bool]:
 
 
 @pytest.fixture(scope="module")
-def matrix(module_graph: Graph, raw_bag: Path) -> Iterator[Matrix]:
+def matrix(module_graph: Graph, raw_bag: Path, request: pytest.FixtureRequest) -> Iterator[Matrix]:
     model_dir = module_graph.tmp / "blockplan-tiny"
     shutil.copytree(REPO_ROOT / "models" / "blockplan-tiny", model_dir)
     launch = module_graph.launch("use_sim_time:=true", f"model_dir:={model_dir}")
@@ -183,7 +182,7 @@ def matrix(module_graph: Graph, raw_bag: Path) -> Iterator[Matrix]:
             yield m
         finally:
             feeder.stop()
-    out = os.environ.get("BLOCKPLAN_FAULT_MATRIX")
+    out = request.config.getoption("--fault-matrix-json")
     if out:
         Path(out).write_text(json.dumps(m.rows, indent=1) + "\n")
     launch.interrupt()
