@@ -21,9 +21,10 @@ from tests.replay.bagmaker import BagSpec, make_bag
 PERIOD = 100_000_000  # 10 Hz
 
 ROW_KEYS = {"minute", "loop", "ticks", "published", "plans", "inferences", "fallbacks",
-            "boundary_fallbacks", "other_fallbacks", "plan_latency_ms", "tick_ms", "rss_mb",
+            "boundary_fallbacks", "other_fallbacks", "plan_latency_ms", "plan_cpu_ms", "tick_ms",
+            "rss_mb",
             "heap_objects", "queues", "wall_s", "cpu_s", "cpu_ms_per_plan", "load_avg_1m"}  # fmt: skip
-TARGETS = {"rss_growth", "latency_p99_drift", "every_tick_publishes",
+TARGETS = {"rss_growth", "latency_p99_drift", "plan_cpu_p99_drift", "every_tick_publishes",
            "fallbacks_beyond_loop_boundaries"}  # fmt: skip
 
 
@@ -86,6 +87,7 @@ def test_recorder_rss_and_latency_drift_targets(tmp_path, monkeypatch):
     while not rec.done:
         minute = now // MINUTE_NS
         rec.on_latency("inference", (10 if minute < 2 else 12) * 1_000_000)
+        rec.on_latency("inference_cpu", (8 if minute < 2 else 8.4) * 1_000_000)  # +5 %
         rec.on_tick(now, True, False, 1)
         now += PERIOD
     t = rec.finish({"time_jumps": 0})["targets"]
@@ -93,6 +95,10 @@ def test_recorder_rss_and_latency_drift_targets(tmp_path, monkeypatch):
     assert t["rss_growth"]["growth_pct"] == 6.0 and t["rss_growth"]["met"] is False
     assert t["latency_p99_drift"]["first_p99_ms"] == 10.0
     assert t["latency_p99_drift"]["change_pct"] == 20.0 and not t["latency_p99_drift"]["met"]
+    # the planning thread's CPU time: the software's own drift, apart from the wait for a core
+    cpu = t["plan_cpu_p99_drift"]
+    assert (cpu["first_p99_ms"], cpu["last_p99_ms"], cpu["change_pct"]) == (8.0, 8.4, 5.0)
+    assert cpu["met"] is True
 
 
 def test_default_windows_scale_down():
@@ -135,6 +141,10 @@ def test_vehicle_soak_loops_the_bag_on_a_clock_that_only_moves_forward(
     assert t["fallbacks_beyond_loop_boundaries"]["other_fallbacks"] == 0
     row = metrics["minutes_rows"][0]
     assert row["rss_mb"] > 0 and row["heap_objects"] > 0 and row["plan_latency_ms"]["p99"] > 0
+    # the planning thread's CPU time, sample by sample within the plan's wall time
+    cpu, wall = row["plan_cpu_ms"], row["plan_latency_ms"]
+    assert cpu["p99"] is not None and cpu["p50"] <= wall["p50"] + 1e-3
+    assert cpu["p99"] <= wall["p99"] + 1e-3
     assert {"frames_buffered", "ego_history", "worker_pending", "events"} <= set(row["queues"])
     assert json.loads((tmp_path / "metrics.json").read_text())["complete"] is True
 

@@ -11,7 +11,8 @@ of a pass are counted apart as loop-boundary fallbacks.
 
 Per minute of virtual time `SoakRecorder` keeps one row: the process's RSS, the Python heap
 objects after a collection, plan latency (inference: planner + post-processing) p50 / p99,
-tick handling p99, ticks, published ticks, fallbacks (at a loop boundary / elsewhere), and
+the plan's CPU time (the planning thread's, p50 / p99: what a plan costs whatever else
+shares the machine, where wall latency also counts the wait for a core), tick handling p99, ticks, published ticks, fallbacks (at a loop boundary / elsewhere), and
 the largest depth of each queue the runtime holds, sampled once per second. metrics.json is
 rewritten after every minute (a killed run still leaves its minutes readable); the targets
 checked are in `targets()`.
@@ -104,6 +105,7 @@ class _Minute:
 
     inference: list[int]
     tick: list[int]
+    inference_cpu: list[int]
     ticks: int = 0
     published: int = 0
     fallbacks: int = 0
@@ -114,7 +116,7 @@ class _Minute:
 
     @classmethod
     def start(cls) -> _Minute:
-        return cls([], [], wall_start=time.perf_counter(), cpu_start=time.process_time())
+        return cls([], [], [], wall_start=time.perf_counter(), cpu_start=time.process_time())
 
 
 class SoakRecorder:
@@ -149,7 +151,8 @@ class SoakRecorder:
         self.window_minutes = window if window_minutes is None else int(window_minutes)
         self.on_minute = on_minute
         self.rows: list[dict[str, Any]] = []
-        self.samples: list[tuple[np.ndarray, np.ndarray]] = []  # per minute: inference, tick
+        # per minute: inference (wall), tick, inference CPU time
+        self.samples: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.t0: int | None = None
         self.last_now: int | None = None
         self.loop = -1
@@ -177,6 +180,8 @@ class SoakRecorder:
             self._minute.inference.append(int(latency_ns))
         elif which == "tick":
             self._minute.tick.append(int(latency_ns))
+        elif which == "inference_cpu":
+            self._minute.inference_cpu.append(int(latency_ns))
 
     def on_tick(self, now_ns: int, published: bool, is_fallback: bool, new_plans: int) -> None:
         if self.done:
@@ -221,7 +226,8 @@ class SoakRecorder:
         m, self._minute = self._minute, _Minute.start()
         inference = np.asarray(m.inference, dtype=np.int64)
         tick = np.asarray(m.tick, dtype=np.int64)
-        self.samples.append((inference, tick))
+        inference_cpu = np.asarray(m.inference_cpu, dtype=np.int64)
+        self.samples.append((inference, tick, inference_cpu))
         lat, tick_ms = _ms_stats(inference), _ms_stats(tick)
         cpu_s = time.process_time() - m.cpu_start
         row = {
@@ -235,6 +241,7 @@ class SoakRecorder:
             "boundary_fallbacks": m.boundary_fallbacks,
             "other_fallbacks": m.fallbacks - m.boundary_fallbacks,
             "plan_latency_ms": lat,
+            "plan_cpu_ms": _ms_stats(inference_cpu),
             "tick_ms": tick_ms,
             "rss_mb": round(rss_mb(), 2),
             "heap_objects": heap_objects(),
@@ -253,8 +260,9 @@ class SoakRecorder:
         if self.on_minute is not None:
             self.on_minute(row)
 
-    def _pooled_p99(self, minutes: list[int]) -> float | None:
-        pooled = [self.samples[i][0] for i in minutes if i < len(self.samples)]
+    def _pooled_p99(self, minutes: list[int], column: int = 0) -> float | None:
+        """p99 over the pooled samples of `minutes`; column 0 wall latency, 2 CPU time."""
+        pooled = [self.samples[i][column] for i in minutes if i < len(self.samples)]
         values = np.concatenate(pooled) if pooled else np.zeros(0, dtype=np.int64)
         return _ms_stats(values)["p99"]
 
@@ -306,6 +314,23 @@ class SoakRecorder:
                 "last_load_avg": self._window_mean(range(n - win, n), "load_avg_1m"),
                 "met": None if change is None else abs(change) <= MAX_P99_CHANGE_PCT,
             }
+            # the same on the planning thread's CPU time: drift of the software itself (a
+            # growing cache, a longer prompt), not of the wait for a core
+            first_cpu = self._pooled_p99(list(range(win)), column=2)
+            last_cpu = self._pooled_p99(list(range(n - win, n)), column=2)
+            cpu_change = (
+                None
+                if not first_cpu or last_cpu is None
+                else 100.0 * (last_cpu - first_cpu) / first_cpu
+            )
+            out["plan_cpu_p99_drift"] = {
+                "target": f"plan CPU time p99 of the last {win} minute(s) within "
+                f"{MAX_P99_CHANGE_PCT:g} % of the first {win}",
+                "first_p99_ms": first_cpu,
+                "last_p99_ms": last_cpu,
+                "change_pct": None if cpu_change is None else round(cpu_change, 2),
+                "met": None if cpu_change is None else abs(cpu_change) <= MAX_P99_CHANGE_PCT,
+            }
         out["every_tick_publishes"] = {
             "target": "every control period ticks and publishes (no gap, the clock never back)",
             "ticks": ticks,
@@ -333,6 +358,8 @@ class SoakRecorder:
         pooled = [s[0] for s in self.samples]
         ticks_pooled = [s[1] for s in self.samples]
         lat = _ms_stats(np.concatenate(pooled)) if pooled else _ms_stats(np.zeros(0))
+        cpu_pooled = [s[2] for s in self.samples]
+        plan_cpu = _ms_stats(np.concatenate(cpu_pooled)) if cpu_pooled else _ms_stats(np.zeros(0))
         tick = _ms_stats(np.concatenate(ticks_pooled)) if ticks_pooled else _ms_stats(np.zeros(0))
         queues: dict[str, int] = {}
         for r in rows:
@@ -353,6 +380,7 @@ class SoakRecorder:
             "fallbacks": sum(r["fallbacks"] for r in rows),
             "boundary_fallbacks": sum(r["boundary_fallbacks"] for r in rows),
             "plan_latency_ms": lat,
+            "plan_cpu_ms": plan_cpu,
             "tick_ms": tick,
             "rss_start_mb": round(self.rss_start_mb, 2),
             "rss_end_mb": rows[-1]["rss_mb"] if rows else None,
@@ -421,9 +449,11 @@ def soak_plot(rows: list[dict[str, Any]]) -> bytes:
 
     axes[2].plot(minute, col("plan_latency_ms", "p50"), ".-", label="plan p50")
     axes[2].plot(minute, col("plan_latency_ms", "p99"), ".-", label="plan p99")
+    if all("plan_cpu_ms" in r for r in rows):
+        axes[2].plot(minute, col("plan_cpu_ms", "p99"), ".-", label="plan CPU p99")
     axes[2].plot(minute, col("tick_ms", "p99"), ".-", label="tick p99")
     axes[2].set_ylabel("ms")
-    axes[2].legend(fontsize=7, ncol=3)
+    axes[2].legend(fontsize=7, ncol=4)
     axes[3].bar(minute, [r["boundary_fallbacks"] for r in rows], color="tab:orange",
                 label="at a loop boundary")  # fmt: skip
     axes[3].bar(minute, [r["other_fallbacks"] for r in rows],
@@ -444,7 +474,7 @@ def summary_lines(metrics: dict[str, Any], every: int = 10) -> list[str]:
     """The per-`every`-minute table and the targets, as printed and in the report."""
     rows = metrics["minutes_rows"]
     head = (f"{'minutes':>9} {'RSS MiB':>8} {'heap obj':>9} {'plan p50':>9} {'p99 max':>9} "
-            f"{'tick p99':>9} {'CPU/plan':>9} {'load':>5} {'ticks':>6} {'publ.':>6} "
+            f"{'CPU p99':>9} {'tick p99':>9} {'CPU/plan':>9} {'load':>5} {'ticks':>6} {'publ.':>6} "
             f"{'fallb.':>6} {'at loop':>7}")  # fmt: skip
     lines = [head]
     for start in range(0, len(rows), every):
@@ -453,13 +483,16 @@ def summary_lines(metrics: dict[str, Any], every: int = 10) -> list[str]:
         p50 = np.median([s["p50"] for s in inf]) if inf else math.nan
         p99 = max((s["p99"] for s in inf), default=math.nan)
         tick99 = max((r["tick_ms"]["p99"] or 0.0 for r in chunk), default=math.nan)
+        cpu99 = max(
+            ((r.get("plan_cpu_ms") or {}).get("p99") or 0.0 for r in chunk), default=math.nan
+        )
         cpu = [r["cpu_ms_per_plan"] for r in chunk if r.get("cpu_ms_per_plan") is not None]
         load = [r["load_avg_1m"] for r in chunk if r.get("load_avg_1m") is not None]
         cpu_ms = float(np.mean(cpu)) if cpu else math.nan
         load_avg = float(np.mean(load)) if load else math.nan
         lines.append(
             f"{chunk[0]['minute']:>4}-{chunk[-1]['minute']:<4} {chunk[-1]['rss_mb']:>8.1f} "
-            f"{chunk[-1]['heap_objects']:>9} {p50:>9.1f} {p99:>9.1f} {tick99:>9.2f} "
+            f"{chunk[-1]['heap_objects']:>9} {p50:>9.1f} {p99:>9.1f} {cpu99:>9.1f} {tick99:>9.2f} "
             f"{cpu_ms:>9.1f} {load_avg:>5.1f} "
             f"{sum(r['ticks'] for r in chunk):>6} {sum(r['published'] for r in chunk):>6} "
             f"{sum(r['fallbacks'] for r in chunk):>6} {sum(r['boundary_fallbacks'] for r in chunk):>7}"

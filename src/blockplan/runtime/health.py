@@ -156,7 +156,14 @@ class Health:
         self._comfort: Counter[str] = Counter()
         self._latency: dict[str, deque[int]] = {
             name: deque(maxlen=latency_window)
-            for name in ("inference", "tick", "plan_age", "frame_spacing_error", "encode_prefill")
+            for name in (
+                "inference",
+                "inference_cpu",
+                "tick",
+                "plan_age",
+                "frame_spacing_error",
+                "encode_prefill",
+            )
         }
 
     def count(self, counter: Count, n: int = 1) -> None:

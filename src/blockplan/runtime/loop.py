@@ -265,6 +265,7 @@ class PlannerRuntime(RuntimeCore):
             self.health.count(Count.DISCARDED_RESULTS)
             return None
         self.health.record_latency("inference", result.latency_ns)
+        self.health.record_latency("inference_cpu", result.cpu_ns)
         stages = result.plan.timings_ms if result.plan is not None else {}
         if "encode" in stages and "prefill" in stages:  # what streaming saves
             ms = stages["encode"] + stages.get("prompt", 0.0) + stages["prefill"]
@@ -425,6 +426,7 @@ class PlannerRuntime(RuntimeCore):
         return {
             **counts,
             "latency_ms": latencies["inference"],
+            "inference_cpu_ms": latencies["inference_cpu"],
             "tick_ms": latencies["tick"],
             "plan_age_ms": latencies["plan_age"],
             "frame_spacing_error_ms": latencies["frame_spacing_error"],
@@ -438,6 +440,7 @@ class PlannerRuntime(RuntimeCore):
             pending = self.worker.poll(2**62)
             for result in pending:
                 self.health.record_latency("inference", result.latency_ns)
+                self.health.record_latency("inference_cpu", result.cpu_ns)
                 self.health.count(Count.UNFINISHED_PLANS)
             return len(pending)
 

@@ -252,6 +252,7 @@ class RobotRuntime(RuntimeCore):
             self.health.count("discarded_results")
             return None
         self.health.record_latency("inference", result.latency_ns)
+        self.health.record_latency("inference_cpu", result.cpu_ns)
         if result.error_kind == "invalid_plan":
             self.health.count("invalid_plans")
             self.last_problem["plan"] = str(result.error)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -85,6 +86,10 @@ class InferenceResult:
     error: str | None
     latency_ns: int  # measured compute time of the planner call and post-processing
     ready_ns: int  # clock time from which the plan may be used
+    # the calling thread's CPU time over the same call: the plan's compute, whatever else
+    # shares the machine (all of it with a 1-thread backend; torch or ORT pool threads
+    # beyond the caller's are not counted)
+    cpu_ns: int = 0
 
 
 def _run(
@@ -95,7 +100,7 @@ def _run(
     ready_at: Callable[[int], int],
 ) -> InferenceResult:
     """Plan and post-process `request`; `ready_at(latency_ns)` is the result's `ready_ns`."""
-    start = stopwatch()
+    start, cpu_start = stopwatch(), time.thread_time_ns()
     plan: Plan | None = None
     processed: ProcessedPlan | None = None
     error_kind: ErrorKind | None = None
@@ -109,8 +114,9 @@ def _run(
         log.exception("planner failed on the observation at %d ns", request.observation.stamp_ns)
         plan, error_kind, error = None, ErrorKind.PLANNER, f"{type(e).__name__}: {e}"
     latency_ns = stopwatch() - start
+    cpu_ns = time.thread_time_ns() - cpu_start
     return InferenceResult(
-        request, plan, processed, error_kind, error, latency_ns, ready_at(latency_ns)
+        request, plan, processed, error_kind, error, latency_ns, ready_at(latency_ns), cpu_ns
     )
 
 
