@@ -124,3 +124,10 @@ def test_the_ego_status_mlp_needs_a_data_set(tmp_path, capsys):
     argv += ["--data", str(tmp_path / "none")]
     assert main(argv) == 1
     assert "error:" in capsys.readouterr().err
+
+
+def test_an_unknown_hidden_input_is_refused_naming_the_flag(tmp_path, capsys):
+    argv = ["closed-loop", "--policies", "expert", "--hide-inputs", "radar",
+            "--json", str(tmp_path / "x.json")]  # fmt: skip
+    assert main(argv) == 1
+    assert "--hide-inputs='radar'" in capsys.readouterr().err

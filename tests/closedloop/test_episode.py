@@ -158,3 +158,40 @@ def test_a_random_init_model_drives_through_the_runtime(config, rig):
     )
     assert result.progress_m > 0.0
     assert frames and set(frames[0]) == set(config.camera_names)
+
+
+class _ReadsEveryInput:
+    """Constant velocity that asks for every optional input and keeps what it was given."""
+
+    reads_lane_pose = reads_lead = reads_beside = True
+
+    def __init__(self, inner):
+        self.inner, self.seen = inner, []
+
+    def plan(self, observation):
+        self.seen.append((observation.lane_pose, observation.lead, observation.beside))
+        return self.inner.plan(observation)
+
+    def reset(self):
+        pass
+
+
+@pytest.mark.parametrize(
+    "hidden", [(), ("lane-pose",), ("lead", "beside"), ("lane-pose", "lead", "beside")]
+)
+def test_hidden_inputs_never_reach_the_planner(config, rig, hidden):
+    spec = EpisodeSpec(
+        get_scenario("highway"), seed=0, duration_s=2.0, hidden_inputs=frozenset(hidden)
+    )
+    planner = _ReadsEveryInput(load_model("constant-velocity", config))
+    run_planner_episode(spec, "constant_velocity", planner, config, rig)
+    assert planner.seen
+    lane, lead, beside = zip(*planner.seen, strict=True)
+    assert all((v is None) == ("lane-pose" in hidden) for v in lane)
+    assert all((v is None) == ("lead" in hidden) for v in lead)
+    assert all((v is None) == ("beside" in hidden) for v in beside)
+
+
+def test_an_unknown_hidden_input_is_refused():
+    with pytest.raises(ValueError, match="hidden_inputs='camera'"):
+        EpisodeSpec(get_scenario("highway"), seed=0, hidden_inputs=frozenset({"camera"}))

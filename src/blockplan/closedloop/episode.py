@@ -53,18 +53,32 @@ class WarmupCrash(RuntimeError):
     """The expert crashed during the shared warm-up: the seed cannot be evaluated."""
 
 
+# The optional perception inputs an episode can withhold from the planner (`--hide-inputs`):
+# the localisation's lane pose, the tracker's car ahead, the map's and tracker's lanes beside.
+# A hidden input is never published, as on a vehicle without that module: the model sees it
+# as unknown and plans from the cameras and the ego history.
+HIDEABLE_INPUTS = ("lane-pose", "lead", "beside")
+
+
 @dataclass(frozen=True)
 class EpisodeSpec:
     """duration_s: simulated time after the warm-up. control_hz: controller rate.
-    replan_period_s: how often the runtime ticks (plans and publishes)."""
+    replan_period_s: how often the runtime ticks (plans and publishes). hidden_inputs: the
+    optional inputs (`HIDEABLE_INPUTS`) the planner is not given."""
 
     scenario: Scenario
     seed: int
     duration_s: float = 20.0
     control_hz: float = 10.0
     replan_period_s: float = 0.5
+    hidden_inputs: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
+        unknown = sorted(set(self.hidden_inputs) - set(HIDEABLE_INPUTS))
+        if unknown:
+            raise ValueError(
+                f"EpisodeSpec.hidden_inputs={unknown[0]!r}: must be one of {list(HIDEABLE_INPUTS)}"
+            )
         for name in ("duration_s", "control_hz", "replan_period_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"EpisodeSpec.{name}={getattr(self, name)!r}: must be > 0")
@@ -147,10 +161,14 @@ class PlannerDriver:
         i = world.step_index
         if i >= self.feed_from:
             self.runtime.on_odometry(world.ego_state(self._yaw_rate()))
-            self.runtime.on_lane_pose(world.stamp_ns(), *world.lane_pose())
-            if self.runtime.reads_lead:  # the tracker (only a model that reads it needs it)
+            hidden = self.spec.hidden_inputs
+            if "lane-pose" not in hidden:
+                self.runtime.on_lane_pose(world.stamp_ns(), *world.lane_pose())
+            # the tracker (only a model that reads it needs it)
+            if self.runtime.reads_lead and "lead" not in hidden:
                 self.runtime.on_lead(world.stamp_ns(), *world.lead())
-            if self.runtime.uses_beside:  # the map and the tracker (the model, the lane guard)
+            # the map and the tracker (the model, the lane guard)
+            if self.runtime.uses_beside and "beside" not in hidden:
                 self.runtime.on_beside(world.stamp_ns(), world.beside())
             if i in self.frame_steps:
                 images = self.renderer.render(world.snapshot())

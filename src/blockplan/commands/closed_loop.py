@@ -49,6 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--control-hz", type=float, default=10.0, help="controller rate (Hz)")
     parser.add_argument(
+        "--hide-inputs",
+        nargs="+",
+        default=[],
+        metavar="INPUT",
+        help="optional perception inputs the planner is not given, as on a vehicle without "
+        "them: lane-pose, lead, beside, or all",
+    )
+    parser.add_argument(
         "--policies",
         nargs="+",
         choices=sorted({*POLICIES, *ROBOT_POLICIES}),
@@ -140,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from blockplan.closedloop import EpisodeSpec, run_evaluation
+    from blockplan.closedloop.episode import HIDEABLE_INPUTS
     from blockplan.config import ConfigError, default_params_path, load_config
     from blockplan.planner.loading import ModelLoadError, load_model
     from blockplan.sim.rig import load_rig
@@ -160,8 +169,12 @@ def run(args: argparse.Namespace) -> int:
             planners.update(_ego_mlps(args.data, model, config, mlps))
         rig = load_rig(args.rig)
         scenario = get_scenario(args.scenario)
+        hide = args.hide_inputs
+        hidden = frozenset(HIDEABLE_INPUTS if "all" in hide else hide)
         specs = [
-            EpisodeSpec(scenario, args.seed + k, args.duration, args.control_hz, args.replan_period)
+            EpisodeSpec(
+                scenario, args.seed + k, args.duration, args.control_hz, args.replan_period, hidden
+            )
             for k in range(args.episodes)
         ]
     except (ConfigError, ModelLoadError, ScenarioError, ValueError, OSError) as e:
@@ -190,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
         "duration_s": args.duration,
         "replan_period_s": args.replan_period,
         "control_hz": args.control_hz,
+        "hidden_inputs": sorted(hidden),
         "wall_s": round(time.perf_counter() - start, 1),
         "frames": [str(p) for p in evaluation.frames],
     }
@@ -213,6 +227,7 @@ SPEC_FLAGS = {  # EpisodeSpec's fields as the command line names them
     "EpisodeSpec.duration_s": "--duration",
     "EpisodeSpec.control_hz": "--control-hz",
     "EpisodeSpec.replan_period_s": "--replan-period",
+    "EpisodeSpec.hidden_inputs": "--hide-inputs",
 }
 
 
