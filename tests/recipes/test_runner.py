@@ -13,7 +13,7 @@ import yaml
 
 from blockplan.model.weights import VERIFIED, verify_folder
 from blockplan.recipes import RecipeError, load_recipe, run_recipe, ship
-from blockplan.recipes.runner import RECORD
+from blockplan.recipes.runner import RECORD, identity
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = str(REPO / "models" / "blockplan-tiny")
@@ -125,3 +125,36 @@ def test_one_output_folder_holds_one_scale(tmp_path):
 def test_an_unknown_from_stage_is_an_error(tmp_path):
     with pytest.raises(RecipeError, match="--from-stage 'nope': no such stage"):
         _run(_recipe(tmp_path), tmp_path / "out", from_stage="nope")
+
+
+def test_jobs_run_independent_stages_at_once_and_keep_the_order_of_reads(tmp_path):
+    path = _recipe(tmp_path)
+    doc = yaml.safe_load(path.read_text())
+    doc["stages"].append({"name": "soup3", "run": "average", "args": {"models": [MODEL, MODEL]}})
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    out = tmp_path / "out"
+    results, said = _run(path, out, jobs=2)
+    assert [r.stage.name for r in results] == ["soup", "soup2", "soup3"]  # the recipe's order
+    assert not any(r.skipped for r in results) and said.count("done in") == 3
+    # soup2 reads soup: it started after soup was done, and records which run made it
+    assert said.index("[1/3] soup (average): done") < said.index("[2/3] soup2 (average): log")
+    soup = json.loads((out / "stages" / "soup" / RECORD).read_text())
+    soup2 = json.loads((out / "stages" / "soup2" / RECORD).read_text())
+    assert soup2["inputs"] == {"soup": identity(soup)}
+    results, said = _run(path, out, jobs=2)  # and a rerun skips them all, as with one job
+    assert [r.skipped for r in results] == [True, True, True]
+    with pytest.raises(RecipeError, match="--jobs 0"):
+        _run(path, out, jobs=0)
+
+
+def test_under_jobs_a_failing_stage_stops_what_reads_it_and_is_raised(tmp_path):
+    path = _recipe(tmp_path, second=["{soup}", str(tmp_path / "missing")])
+    doc = yaml.safe_load(path.read_text())
+    doc["stages"].append({"name": "soup3", "run": "average", "args": {"models": ["{soup2}"]}})
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match="missing"):
+        _run(path, out, jobs=2)
+    assert (out / "stages" / "soup" / RECORD).is_file()
+    assert not (out / "stages" / "soup2" / RECORD).exists()
+    assert not (out / "stages" / "soup3").exists()  # never started: it reads soup2

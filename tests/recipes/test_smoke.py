@@ -18,10 +18,11 @@ from tests.optional import importorskip
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _run_smoke(name: str, out: Path, monkeypatch) -> Path:
+def _run_smoke(name: str, out: Path, monkeypatch, jobs: int = 1) -> Path:
     monkeypatch.chdir(REPO)  # the recipes compare against models/ of the checkout
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    code = main(["recipe", "run", f"recipes/{name}.yaml", "--scale", "smoke", "--out", str(out)])
+    argv = ["recipe", "run", f"recipes/{name}.yaml", "--scale", "smoke", "--out", str(out)]
+    code = main([*argv, "--jobs", str(jobs)])
     assert code == 0
     model = out / "model"
     assert verify_folder(model, also=["MODEL_CARD.md"]) == VERIFIED
@@ -37,7 +38,8 @@ def test_the_driving_recipe_at_smoke_scale(tmp_path, monkeypatch):
     from blockplan.config import default_params_path, load_config
     from blockplan.planner.loading import load_model
 
-    model = _run_smoke("blockplan-tiny", tmp_path / "out", monkeypatch)
+    # two stages at once wherever the recipe allows (the data sets, the evaluations)
+    model = _run_smoke("blockplan-tiny", tmp_path / "out", monkeypatch, jobs=2)
     planner = load_model(str(model), load_config(default_params_path()))
     assert planner.weights == VERIFIED
     replay = json.loads(

@@ -18,6 +18,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="full: the recipe as written; smoke: every stage shrunk to minutes (CI)",
     )
     run.add_argument("--from-stage", metavar="NAME", help="rerun this stage and all after it")
+    run.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run up to N stages at once, each once the stages it reads are done (1); their "
+        "output then goes to their logs only",
+    )
     check = sub.add_parser("check", help="validate the recipe and list its stages")
     check.add_argument("recipe", help="a recipe file")
     check.add_argument("--scale", choices=("full", "smoke"), default="full")
@@ -37,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {stage.name:<22} {stage.run:<12} {' '.join(argv)}")
         return 0
     out = Path(args.out)
-    results = run_recipe(recipe, out, args.scale, args.from_stage)
+    results = run_recipe(recipe, out, args.scale, args.from_stage, jobs=args.jobs)
     model = ship(recipe, results, out, args.scale)
     print(f"model: {model} (card: {model / 'MODEL_CARD.md'})")
     return 0

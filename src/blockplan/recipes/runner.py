@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,15 +84,113 @@ def read_record(folder: Path) -> dict[str, Any] | None:
     return record if record is not None and "argv" in record else None
 
 
+@dataclass
+class _Prepared:
+    """A stage about to run: its command line and the record it will get."""
+
+    index: int
+    stage: Stage
+    folder: Path
+    argv: list[str]
+    expected: dict[str, Any]
+    head: str
+
+
+class _Run:
+    """One run of a recipe into `out`: what each stage would run now, which stages are done
+    (their records), and the steps around a stage's command (prepare, start, finish)."""
+
+    def __init__(self, recipe: Recipe, out: Path, scale: str, start: int, stream) -> None:
+        self.recipe = recipe
+        self.out = out
+        self.scale = scale
+        self.start = start  # stages from this index on run again (--from-stage)
+        self.stream = stream
+        self.records: dict[str, dict[str, Any]] = {}
+        self.results: dict[int, StageResult] = {}
+
+    def ready(self, stage: Stage) -> bool:
+        """Every stage whose output `stage` reads is done."""
+        return all(ref in self.records for ref in stage.references(self.scale))
+
+    def prepare(self, i: int) -> _Prepared | None:
+        """The stage's command line; None when it is skipped (done before, outputs verify)."""
+        stage = self.recipe.stages[i]
+        kind = KINDS[stage.run]
+        folder = stage_folder(self.out, stage.name)
+        where = f"{self.recipe.path}: stages[{i}] ({stage.name})"
+        args = to_argv(
+            stage.args_at(self.scale),
+            kind.parser(),
+            where,
+            resolve=lambda text: resolve_reference(self.recipe, self.out, text),
+        )
+        argv = kind.argv(args, folder)
+        expected = {
+            "stage": stage.name,
+            "run": stage.run,
+            "argv": [str(a) for a in argv],
+            "inputs": {ref: identity(self.records[ref]) for ref in stage.references(self.scale)},
+        }
+        head = f"[{i + 1}/{len(self.recipe.stages)}] {stage.name} ({stage.run})"
+        record = read_record(folder)
+        fresh = record is not None and all(record.get(k) == v for k, v in expected.items())
+        if i < self.start and fresh and kind.verify(folder):
+            self.say(f"{head}: done before, outputs verify; skipped")
+            self.records[stage.name] = record  # type: ignore[assignment]
+            self.results[i] = StageResult(
+                stage, folder, kind.output(folder), argv, record["seconds"], True
+            )
+            return None
+        return _Prepared(i, stage, folder, argv, expected, head)
+
+    def begin(self, p: _Prepared) -> None:
+        """Clear or keep the stage's folder and mark it started."""
+        kind = KINDS[p.stage.run]
+        started = _read_json(p.folder / STARTED)
+        same_run = started == p.expected  # an interrupted run of this very command line
+        if p.folder.exists() and (p.index >= self.start or not (kind.resumable and same_run)):
+            shutil.rmtree(p.folder)  # a changed, forced or unresumable stage starts clean
+        p.folder.mkdir(parents=True, exist_ok=True)
+        (p.folder / RECORD).unlink(missing_ok=True)
+        resumed = " (continuing)" if (p.folder / STARTED).is_file() else ""
+        (p.folder / STARTED).write_text(json.dumps(p.expected, indent=2) + "\n")
+        self.say(f"{p.head}{resumed}: log {p.folder / LOG}")
+
+    def finish(self, p: _Prepared, seconds: float) -> None:
+        """Verify the stage's output and record it."""
+        kind = KINDS[p.stage.run]
+        if not kind.verify(p.folder):
+            raise RecipeError(
+                f"stage {p.stage.name!r} finished but its output does not verify "
+                f"({kind.output(p.folder)}); see {p.folder / LOG}"
+            )
+        record = {**p.expected, "run_id": uuid.uuid4().hex, "seconds": round(seconds, 1)}
+        (p.folder / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+        self.records[p.stage.name] = record
+        self.say(f"{p.head}: done in {seconds / 60:.1f} min")
+        self.results[p.index] = StageResult(
+            p.stage, p.folder, kind.output(p.folder), p.argv, seconds, False
+        )
+
+    def say(self, line: str) -> None:
+        print(line, file=self.stream, flush=True)
+
+
 def run_recipe(
     recipe: Recipe,
     out: Path,
     scale: str = "full",
     from_stage: str | None = None,
     stream=None,
+    jobs: int = 1,
 ) -> list[StageResult]:
-    """Run (or resume) every stage of `recipe` into `out`; returns one result per stage."""
+    """Run (or resume) every stage of `recipe` into `out`; returns one result per stage, in
+    the recipe's order. `jobs` > 1 runs up to that many stages at once, each as soon as the
+    stages it reads are done; their output then goes to their logs only."""
     check_stages(recipe, scale)
+    if jobs < 1:
+        raise RecipeError(f"--jobs {jobs}: must be >= 1")
     stream = stream if stream is not None else sys.stderr
     names = [s.name for s in recipe.stages]
     if from_stage is not None and from_stage not in names:
@@ -99,58 +198,63 @@ def run_recipe(
     start = names.index(from_stage) if from_stage else len(names)
     out.mkdir(parents=True, exist_ok=True)
     _check_scale(out, scale)
-    records: dict[str, dict[str, Any]] = {}
-    results: list[StageResult] = []
-    for i, stage in enumerate(recipe.stages):
-        kind = KINDS[stage.run]
-        folder = stage_folder(out, stage.name)
-        where = f"{recipe.path}: stages[{i}] ({stage.name})"
-        args = to_argv(
-            stage.args_at(scale),
-            kind.parser(),
-            where,
-            resolve=lambda text: resolve_reference(recipe, out, text),
-        )
-        argv = kind.argv(args, folder)
-        expected = {
-            "stage": stage.name,
-            "run": stage.run,
-            "argv": [str(a) for a in argv],
-            "inputs": {ref: identity(records[ref]) for ref in stage.references(scale)},
-        }
-        head = f"[{i + 1}/{len(names)}] {stage.name} ({stage.run})"
-        record = read_record(folder)
-        fresh = record is not None and all(record.get(k) == v for k, v in expected.items())
-        if i < start and fresh and kind.verify(folder):
-            print(f"{head}: done before, outputs verify; skipped", file=stream, flush=True)
-            records[stage.name] = record  # type: ignore[assignment]
-            results.append(
-                StageResult(stage, folder, kind.output(folder), argv, record["seconds"], True)
-            )
-            continue
-        started = _read_json(folder / STARTED)
-        same_run = started == expected  # an interrupted run of this very command line
-        if folder.exists() and (i >= start or not (kind.resumable and same_run)):
-            shutil.rmtree(folder)  # a changed, forced or unresumable stage starts clean
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / RECORD).unlink(missing_ok=True)
-        resumed = " (continuing)" if (folder / STARTED).is_file() else ""
-        (folder / STARTED).write_text(json.dumps(expected, indent=2) + "\n")
-        print(f"{head}{resumed}: log {folder / LOG}", file=stream, flush=True)
-        t0 = time.monotonic()
-        _run_stage(stage, argv, folder, stream)
-        seconds = time.monotonic() - t0
-        if not kind.verify(folder):
-            raise RecipeError(
-                f"stage {stage.name!r} finished but its output does not verify "
-                f"({kind.output(folder)}); see {folder / LOG}"
-            )
-        record = {**expected, "run_id": uuid.uuid4().hex, "seconds": round(seconds, 1)}
-        (folder / RECORD).write_text(json.dumps(record, indent=2) + "\n")
-        records[stage.name] = record
-        print(f"{head}: done in {seconds / 60:.1f} min", file=stream, flush=True)
-        results.append(StageResult(stage, folder, kind.output(folder), argv, seconds, False))
-    return results
+    run = _Run(recipe, out, scale, start, stream)
+    if jobs == 1:
+        for i in range(len(names)):
+            prepared = run.prepare(i)
+            if prepared is None:
+                continue
+            run.begin(prepared)
+            t0 = time.monotonic()
+            _run_stage(prepared.stage, prepared.argv, prepared.folder, stream)
+            run.finish(prepared, time.monotonic() - t0)
+    else:
+        _run_parallel(run, jobs)
+    return [run.results[i] for i in range(len(names))]
+
+
+def _run_parallel(run: _Run, jobs: int) -> None:
+    """Up to `jobs` stages at once, in the recipe's order among those whose inputs are done;
+    after a failure no new stage starts, the running ones finish, and the first error is
+    raised. Ctrl-C is passed on to every running stage."""
+    stages = run.recipe.stages
+    pending = list(range(len(stages)))
+    running: dict[Future, tuple[_Prepared, float]] = {}
+    children: set[subprocess.Popen] = set()
+    failure: Exception | None = None
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        try:
+            while pending or running:
+                while failure is None and len(running) < jobs:
+                    i = next((i for i in pending if run.ready(stages[i])), None)
+                    if i is None:
+                        break
+                    pending.remove(i)
+                    prepared = run.prepare(i)
+                    if prepared is None:
+                        continue
+                    run.begin(prepared)
+                    future = pool.submit(
+                        _run_stage, prepared.stage, prepared.argv, prepared.folder, None, children
+                    )
+                    running[future] = (prepared, time.monotonic())
+                if not running:
+                    break  # a failure left stages waiting on it
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    prepared, t0 = running.pop(future)
+                    try:
+                        future.result()
+                        run.finish(prepared, time.monotonic() - t0)
+                    except Exception as e:  # a stage's error, raised once the others end
+                        failure = failure or e
+        except KeyboardInterrupt:
+            for child in list(children):
+                child.send_signal(signal.SIGINT)
+            wait(running)
+            raise
+    if failure is not None:
+        raise failure
 
 
 def _check_scale(out: Path, scale: str) -> None:
@@ -166,7 +270,11 @@ def _check_scale(out: Path, scale: str) -> None:
     path.write_text(json.dumps({"scale": scale}) + "\n")
 
 
-def _run_stage(stage: Stage, argv: list[str], folder: Path, stream) -> None:
+def _run_stage(
+    stage: Stage, argv: list[str], folder: Path, stream, children: set | None = None
+) -> None:
+    """Run the stage's command into its log (and `stream`, unless None); `children` holds
+    the child process while it runs (for Ctrl-C under `--jobs`)."""
     kind = KINDS[stage.run]
     if kind.command is None:
         parser, operation = OPERATIONS[stage.run]
@@ -181,10 +289,13 @@ def _run_stage(stage: Stage, argv: list[str], folder: Path, stream) -> None:
         log_file.flush()
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         assert child.stdout is not None
+        if children is not None:
+            children.add(child)
         try:
             while chunk := child.stdout.read1(4096):  # type: ignore[attr-defined]
                 log_file.write(chunk)
-                _echo(stream, chunk)
+                if stream is not None:
+                    _echo(stream, chunk)
             code = child.wait()
         except KeyboardInterrupt:
             # A terminal's Ctrl-C reaches the child too; a signal sent to this process
@@ -192,6 +303,9 @@ def _run_stage(stage: Stage, argv: list[str], folder: Path, stream) -> None:
             child.send_signal(signal.SIGINT)
             child.wait()
             raise
+        finally:
+            if children is not None:
+                children.discard(child)
     if code != 0:
         tail = _tail(folder / LOG)
         raise RecipeError(
