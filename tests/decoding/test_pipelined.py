@@ -87,7 +87,10 @@ def _committed_and_recomputed(model, embeds, prompt_mask, scaffold, result, answ
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_committed_kv_equal_a_full_recompute_of_the_finished_prefix(seed):
-    planner = robot_planner(seed)
+    # thresholds that finish the first block while later ones are still open, so its K/V
+    # are written (with every block in flight from the start, the random-init model can
+    # finish them all at once, and then nothing is committed: nothing would read it)
+    planner = robot_planner(seed, with_pipeline(CONFIG, add_threshold=0.3, activate_threshold=0.7))
     obs = synthetic_robot_observation(planner.config, seed, planner.schema)
     embeds, _ = planner.embed(obs, {})
     P, A = embeds.shape[1], len(planner.scaffold)

@@ -104,10 +104,13 @@ class PipelineConfig:
     once the predecessor reaches `activate_threshold` (it also commits at least
     ceil(remaining / `commit_divisor`) of its unknown tokens per step, by confidence). The
     first block whose predecessors are complete decodes as in section diffusion. With
-    add_threshold = 1 the pipeline is serial block diffusion."""
+    add_threshold = 1 the pipeline is serial block diffusion. The defaults (0, 0) put every
+    block in flight, fully activated, from the first forward: on the shipped robot student
+    they take 4.8 forwards per chunk instead of 15.6 at (0.3, 0.7), at a lower action error
+    (docs/DECODING.md "Pipelined decoding")."""
 
-    add_threshold: float = bounded(0.3, 0.0, 1.0)
-    activate_threshold: float = bounded(0.7, 0.0, 1.0)
+    add_threshold: float = bounded(0.0, 0.0, 1.0)
+    activate_threshold: float = bounded(0.0, 0.0, 1.0)
     semi_confidence: float = bounded(0.5, 0.0, 1.0)
     commit_divisor: int = 3
 

@@ -60,8 +60,8 @@ class PipelineOptions:
     """The thresholds of `config.PipelineConfig`, plus the head's (section diffusion's)."""
 
     confidence_threshold: float = 0.9
-    add_threshold: float = 0.3
-    activate_threshold: float = 0.7
+    add_threshold: float = 0.0
+    activate_threshold: float = 0.0
     semi_confidence: float = 0.5
     commit_divisor: int = 3
 
