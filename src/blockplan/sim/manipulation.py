@@ -311,7 +311,10 @@ class Demonstration:
 
 
 def scene_of(state: np.ndarray) -> np.ndarray:
-    """(9,) the object's, the goal's and the hand's positions from Meta-World's 39-d state."""
+    """(9,) the object's, the goal's and the hand's positions from Meta-World's 39-d state.
+    The object is the task's first one: the puck, the door or window handle, the drawer's
+    handle, the button's top, the peg's grasp point; the goal Meta-World's target, a point
+    of which only x counts for the door and the windows and only z for the button."""
     parts = (state[SCENE_OBJECT], state[SCENE_GOAL], state[SCENE_HAND])
     return np.concatenate(parts).astype(np.float64)
 
