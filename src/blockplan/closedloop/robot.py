@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from blockplan.errors import UserError
 from blockplan.runtime.clock import VirtualClock
 from blockplan.sim.manipulation import (
     CONTROL_PERIOD_S,
@@ -143,7 +144,8 @@ def run_episode(
     """One episode; `act(step, stamp_ns, observation)` returns the action to apply. With
     `record`, `extra["demonstration"]` holds the run (joints, frames, the applied actions)
     for `robot_bag.write_demo_bag`."""
-    obs = env.reset(seed)
+    # a policy that renders nothing (render_every > max_steps) gets no reset frame either
+    obs = env.reset(seed, render=render_every <= max_steps)
     period_ns = round(CONTROL_PERIOD_S * 1e9)
     actions = []
     trace: dict[str, Any] = {"joints": [], "velocities": [], "frames": {}, "actions": []}
@@ -188,6 +190,11 @@ def expert_actor(env: ManipulationEnv) -> Callable:
 
 
 def blind_actor(blind: BlindPolicy, instruction: str, replan_steps: int) -> Callable:
+    if instruction not in blind.instructions:  # its one-hot would be all zeros: no task at all
+        raise UserError(
+            f"the blind baseline's data set has no episode with the instruction "
+            f"{instruction!r} (it has {blind.instructions}): record demonstrations of the task"
+        )
     state: dict[str, Any] = {"chunk": None, "t0": 0}
 
     def act(t: int, stamp: int, obs: StepObservation) -> np.ndarray:

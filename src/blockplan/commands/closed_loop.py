@@ -72,7 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "for the blind one; required for those",
     )
     robot = parser.add_argument_group("robot (--embodiment robot)")
-    robot.add_argument("--task", default="reach", help="Meta-World task: reach, push, pick-place")
+    robot.add_argument(
+        "--task",
+        default="reach",
+        help="Meta-World task: one of the MT10 ten (reach push pick-place door-open drawer-open "
+        "drawer-close button-press-topdown peg-insert-side window-open window-close)",
+    )
     robot.add_argument("--max-steps", type=int, default=150, help="control steps per episode")
     robot.add_argument(
         "--render-every",
@@ -253,7 +258,7 @@ def robot_planner(model: str, params: str | None, overrides, control_hz: float |
 
 
 def run_robot(args: argparse.Namespace) -> int:
-    from blockplan.closedloop.robot import BlindPolicy, evaluate_robot
+    from blockplan.closedloop.robot import BlindPolicy, blind_actor, evaluate_robot
     from blockplan.config import ConfigError
     from blockplan.planner.loading import ModelLoadError
     from blockplan.sim.manipulation import CONTROL_PERIOD_S, task_spec
@@ -282,6 +287,7 @@ def run_robot(args: argparse.Namespace) -> int:
     blind = None
     if "blind" in policies:
         blind = BlindPolicy.fit(args.data, planner.schema.horizon, seed=0)
+        blind_actor(blind, task_spec(args.task).instruction, 1)  # its task is in --data
     seeds = [args.seed + k for k in range(args.episodes)]
     progress = None if args.no_progress else (lambda line: print(line, file=sys.stderr))
     doc = evaluate_robot(

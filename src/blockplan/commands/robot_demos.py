@@ -15,7 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tasks",
         nargs="+",
         default=["reach", "push", "pick-place"],
-        help="Meta-World tasks (reach push pick-place)",
+        help="Meta-World tasks (reach push pick-place; any of the MT10 ten, `blockplan "
+        "closed-loop --help`)",
     )
     parser.add_argument("--train", type=int, default=40, help="training episodes per task (40)")
     parser.add_argument("--val", type=int, default=4, help="validation episodes per task (4)")

@@ -14,7 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tasks",
         nargs="+",
         default=["reach", "push", "pick-place"],
-        help="Meta-World tasks (reach push pick-place)",
+        help="Meta-World tasks (reach push pick-place; any of the MT10 ten, `blockplan "
+        "closed-loop --help`)",
     )
     parser.add_argument("--seeds", type=int, default=4000, help="layouts per task (4000)")
     parser.add_argument(

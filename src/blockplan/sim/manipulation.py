@@ -55,18 +55,27 @@ SCENE_HAND, SCENE_OBJECT, SCENE_GOAL = slice(0, 3), slice(4, 7), slice(36, 39)
 MAX_STEPS = 500  # Meta-World's max_path_length
 
 
+# What `task_distance` measures per task (m), the quantity Meta-World's success test reads
+# (success itself is always Meta-World's own `info["success"]`): `tcp` the gripper's centre
+# point to the goal, `object` the object to the goal, `object-x` / `object-z` the same along
+# one axis only (the door and window handles' x, the button's height), `peg-head` the peg's
+# head to the hole with y and z counted twice.
+DISTANCES = ("tcp", "object", "object-x", "object-z", "peg-head")
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     name: str  # our short name (the CLI's --task)
     env_name: str  # Meta-World's
     policy: str  # class name in metaworld.policies
     instruction: str
+    distance: str = "object"  # what `task_distance` measures (DISTANCES)
 
 
 TASKS: dict[str, TaskSpec] = {
     t.name: t
     for t in (
-        TaskSpec("reach", "reach-v3", "SawyerReachV3Policy", "reach the red goal marker"),
+        TaskSpec("reach", "reach-v3", "SawyerReachV3Policy", "reach the red goal marker", "tcp"),
         TaskSpec("push", "push-v3", "SawyerPushV3Policy", "push the puck to the green marker"),
         TaskSpec(
             "pick-place",
@@ -74,8 +83,45 @@ TASKS: dict[str, TaskSpec] = {
             "SawyerPickPlaceV3Policy",
             "pick up the puck and place it at the blue marker",
         ),
+        # the other seven tasks of Meta-World's MT10
+        TaskSpec(
+            "door-open", "door-open-v3", "SawyerDoorOpenV3Policy", "open the door", "object-x"
+        ),
+        TaskSpec("drawer-open", "drawer-open-v3", "SawyerDrawerOpenV3Policy", "open the drawer"),
+        TaskSpec(
+            "drawer-close", "drawer-close-v3", "SawyerDrawerCloseV3Policy", "close the drawer"
+        ),
+        TaskSpec(
+            "button-press-topdown",
+            "button-press-topdown-v3",
+            "SawyerButtonPressTopdownV3Policy",
+            "press the button down from the top",
+            "object-z",
+        ),
+        TaskSpec(
+            "peg-insert-side",
+            "peg-insert-side-v3",
+            "SawyerPegInsertionSideV3Policy",
+            "insert the peg into the hole from the side",
+            "peg-head",
+        ),
+        TaskSpec(
+            "window-open",
+            "window-open-v3",
+            "SawyerWindowOpenV3Policy",
+            "slide the window open",
+            "object-x",
+        ),
+        TaskSpec(
+            "window-close",
+            "window-close-v3",
+            "SawyerWindowCloseV3Policy",
+            "slide the window closed",
+            "object-x",
+        ),
     )
 }
+MT10: tuple[str, ...] = tuple(TASKS)  # all ten: Meta-World's MT10
 
 
 class SimUnavailableError(UserError, RuntimeError):
@@ -130,7 +176,10 @@ class ManipulationEnv:
         self.env._partially_observable = False  # the expert needs the goal in its state
         self.env.__dict__.pop("sawyer_observation_space", None)
         self.expert = getattr(policies, self.spec.policy)()
-        self.env.model.site("goal").size[:] = GOAL_MARKER_RADIUS_M
+        # button-press-topdown has no goal marker (its goal is the pressed button's height)
+        sites = {self.env.model.site(i).name for i in range(self.env.model.nsite)}
+        if "goal" in sites:
+            self.env.model.site("goal").size[:] = GOAL_MARKER_RADIUS_M
         unknown = [c for c in cameras if c not in CAMERAS]
         if unknown:
             raise UserError(f"camera {unknown[0]!r}: must be one of {sorted(CAMERAS)}")
@@ -158,16 +207,19 @@ class ManipulationEnv:
     def instruction(self) -> str:
         return self.spec.instruction
 
-    def reset(self, seed: int) -> StepObservation:
+    def reset(self, seed: int, render: bool = True) -> StepObservation:
         self.env.seed(int(seed))
-        state, _ = self.env.reset()
+        self.env.reset()
         # Meta-World moves the goal site after its last forward pass: without one, the reset
-        # frame would draw the marker where the previous layout had it
+        # frame would draw the marker where the previous layout had it. The articulated tasks
+        # (door, drawer, button, peg's box, window) also move their body after it, so the
+        # state it returned holds that object where an earlier draw put it: read it again.
         self._mujoco.mj_forward(self.env.model, self.env.data)
-        self._state = state
+        self.env._prev_obs = self.env._get_curr_obs_combined_no_goal()
+        self._state = np.asarray(self.env._get_obs(), dtype=np.float64)
         self.step_index = 0
         self.success, self.success_step = False, None
-        return self.observe(render=True)
+        return self.observe(render)
 
     def observe(self, render: bool) -> StepObservation:
         data = self.env.data
@@ -195,13 +247,27 @@ class ManipulationEnv:
         return out
 
     def task_distance(self) -> float:
-        """What the task's success is judged on (m), as Meta-World measures it: the distance
-        from the gripper's centre point to the goal for reach, from the object to the goal
-        for push and pick-place (success within 5 cm; 7 cm for pick-place)."""
+        """What the task's success is judged on (m), as Meta-World measures it (the spec's
+        `distance`, DISTANCES): the gripper's centre point to the goal for reach (success
+        within 5 cm); the object to the goal for push (5 cm), pick-place (7 cm), drawer-open
+        (3 cm) and drawer-close (6.5 cm); the handle's x to the goal's for door-open (8 cm),
+        window-open and window-close (5 cm); the button's height above the pressed height for
+        button-press-topdown (2.4 cm); the peg's head to the hole, y and z doubled, for
+        peg-insert-side (7 cm). Success itself is Meta-World's `info["success"]`."""
         assert self._state is not None
         goal = self._state[SCENE_GOAL]
-        moved = self.env.tcp_center if self.spec.name == "reach" else self._state[SCENE_OBJECT]
-        return float(np.linalg.norm(np.asarray(moved) - goal))
+        obj = self._state[SCENE_OBJECT]
+        kind = self.spec.distance
+        if kind == "tcp":
+            return float(np.linalg.norm(np.asarray(self.env.tcp_center) - goal))
+        if kind == "object-x":
+            return float(abs(obj[0] - goal[0]))
+        if kind == "object-z":
+            return float(abs(obj[2] - goal[2]))
+        if kind == "peg-head":
+            head = np.asarray(self.env._get_site_pos("pegHead"))
+            return float(np.linalg.norm((head - goal) * np.array([1.0, 2.0, 2.0])))
+        return float(np.linalg.norm(obj - goal))
 
     def expert_action(self) -> np.ndarray:
         assert self._state is not None
@@ -245,7 +311,10 @@ class Demonstration:
 
 
 def scene_of(state: np.ndarray) -> np.ndarray:
-    """(9,) the object's, the goal's and the hand's positions from Meta-World's 39-d state."""
+    """(9,) the object's, the goal's and the hand's positions from Meta-World's 39-d state.
+    The object is the task's first one: the puck, the door or window handle, the drawer's
+    handle, the button's top, the peg's grasp point; the goal Meta-World's target, a point
+    of which only x counts for the door and the windows and only z for the button."""
     parts = (state[SCENE_OBJECT], state[SCENE_GOAL], state[SCENE_HAND])
     return np.concatenate(parts).astype(np.float64)
 

@@ -10,8 +10,11 @@ robot --tower-data DIR`) before the policy learns on the demonstrations.
 
 Per seed and task: the reset frame, then `frames_per_seed - 1` more frames, each after a
 random number (1…`max_gap`) of steps of the scripted expert with Gaussian noise on its
-end-effector deltas, so the hand (and, for push and pick-place, the object) is seen in the
-places an episode takes them, not only at the start. Nothing between two frames is rendered.
+end-effector deltas, so the hand (and the object an episode moves: the puck, the peg, the
+door, drawer, button or window) is seen in the places an episode takes them, not only at the
+start. Nothing between two frames is rendered. The labels are `manipulation.scene_of`: for
+the articulated tasks the object is the handle (door, drawer, window), the button's top or
+the peg's grasp point, and the goal Meta-World's target (docs/SIM.md "Robots").
 
 OUT/manifest.json                          cameras, image size, tasks, seeds, frames per seed
 OUT/<task>/seeds_<first>_<last>.npz        one shard per block of `block` seeds: images

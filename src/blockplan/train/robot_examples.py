@@ -5,6 +5,7 @@ split of a robot data set (`robot_data.py`)."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -24,6 +25,7 @@ from blockplan.schema.action import (
     encode_actions,
     render_robot_prompt,
 )
+from blockplan.schema.action.prompt import check_instructions
 from blockplan.train.examples import ExampleEncoder
 from blockplan.train.robot_data import (
     SCENE_DIM,
@@ -34,6 +36,8 @@ from blockplan.train.robot_data import (
     frame_indices,
     read_robot_manifest,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,15 @@ def load_robot_examples(
     if missing:
         raise RobotDataError(f"{root}: no camera {missing[0]!r} (cameras: {names})")
     order = [names.index(c) for c in mc.camera_names]
+    # two tasks whose instructions are cut to the same prompt: an error, not a silent merge
+    cut = check_instructions([e["instruction"] for e in episodes], recipe.tokenizer, schema)
+    for text, count in cut.items():
+        log.warning(
+            "instruction %r: %d tokens, cut to the instruction budget of %d",
+            text,
+            count,
+            schema.instruction_budget,
+        )
     resize = ExampleEncoder(recipe).resize
     rows: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "answer_ids", "images")}
     keys = ("actions", "proprio", "instruction", "episode", "scene")

@@ -34,6 +34,34 @@ def _instruction_ids(
     return ids + [vocab.null_id] * (budget - len(ids)), is_cut
 
 
+def check_instructions(
+    texts: Sequence[str], tokenizer: Tokenizer, schema: ActionSchema
+) -> dict[str, int]:
+    """The instructions a model learns, as its prompt will hold them: a SchemaError where two
+    different instructions become the same ids once cut to `schema.instruction_budget` (the
+    model could not tell those tasks apart; the error names the budget that keeps them
+    apart). Returns {instruction: its token count} of those that are cut.
+
+    The tokenizers are byte-level BPE without an unknown token: a word outside the merges
+    costs more tokens, never becomes an UNK, so the budget is what can lose words."""
+    vocab = action_vocab(schema, tokenizer)
+    seen: dict[tuple[int, ...], str] = {}
+    cut: dict[str, int] = {}
+    for text in sorted(set(texts)):
+        ids, is_cut = _instruction_ids(text, tokenizer, schema, vocab)
+        if is_cut:
+            cut[text] = len(tokenizer.encode(text))
+        other = seen.setdefault(tuple(ids), text)
+        if other != text:
+            need = max(len(tokenizer.encode(t)) for t in (text, other))
+            raise SchemaError(
+                f"instructions {other!r} and {text!r} are the same in their first "
+                f"{schema.instruction_budget} tokens (the instruction budget): set an "
+                f"instruction budget of at least {need}"
+            )
+    return cut
+
+
 def proprio_bins(proprio: np.ndarray | None, schema: ActionSchema) -> np.ndarray:
     """(S,) state bins (zeros of the state for None: a template of the same length)."""
     S = schema.proprio_dim
