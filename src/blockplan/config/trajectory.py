@@ -27,8 +27,8 @@ class TrajectoryOutputConfig:
     stitch_duration_s: float = 0.5
     # The commanded speed meets the plan's speed profile over this (s) along the plan's path
     # (trajectory/stitch.py `retime`); 0: the plan's timing is kept (the position join alone
-    # catches up with it, which overshoots and oscillates plan to plan: mean |jerk| 3.1 m/s³
-    # in closed loop, 0.85 with 1.5 s; docs/BENCHMARKS.md "Ride comfort").
+    # catches up with it, which overshoots and oscillates plan to plan: mean |jerk| 3.6 m/s³
+    # on the closed-loop highway, 1.2 with 1.5 s; docs/BENCHMARKS.md "Ride comfort").
     speed_join_s: float = signed(1.5, ">= 0")
     stitch_from: str = choice("odometry", STITCH_FROM)
     stitch_max_error_m: float = signed(1.0, "> 0")
