@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from blockplan.trajectory.curve import StateCurve
 from blockplan.trajectory.frames import MIN_SPEED_FOR_HEADING, KinematicState, Pose2D
 from blockplan.trajectory.jmt import evaluate_quintic, quintic_coefficients
 from blockplan.trajectory.kinematics import (
@@ -137,7 +138,12 @@ def speed_join(e0: float, de0: float, T: float, tau: np.ndarray) -> tuple[np.nda
 
 
 def retime(
-    curve, elapsed: float, speed: float, accel: float, speed_join_s: float, horizon_s: float
+    curve: StateCurve,
+    elapsed: float,
+    speed: float,
+    accel: float,
+    speed_join_s: float,
+    horizon_s: float,
 ) -> _Samples:
     """The plan's path from its point at `elapsed` on, driven with a speed that starts at
     `speed` and `accel` and meets the plan's own speed profile after `speed_join_s` seconds
