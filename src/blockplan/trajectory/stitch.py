@@ -152,7 +152,9 @@ def retime(
     position join would overshoot its speed to make up the distance, and the next plan would
     undo it). After the join the plan's speed profile is followed, shifted along its path by
     what the join gained or lost. Time 0 of the result is now; the plan frame is kept.
-    A commanded state equal to the plan's gives the plan itself (to the grid's round-off)."""
+    A commanded state equal to the plan's gives the plan itself (to the grid's round-off)
+    wherever the plan moves; below `MIN_SPEED_FOR_HEADING` its direction is held from the
+    last moving point (a plan that reverses through a standstill is not reproduced there)."""
     grid = np.arange(0.0, horizon_s + speed_join_s + 2 * _RETIME_STEP_S, _RETIME_STEP_S)
     pos, vel, acc = curve.evaluate(elapsed + grid)  # (G, 2) each
     plan_speed = np.hypot(vel[:, 0], vel[:, 1])  # (G,)
