@@ -14,6 +14,9 @@ from blockplan.trajectory import (
     MIN_SPEED_FOR_HEADING,
     KinematicState,
     Pose2D,
+    continued_state,
+    curve_from_trajectory,
+    speed_join,
     state_at,
     stitch,
     stop_trajectory,
@@ -148,3 +151,133 @@ def test_state_at_reads_the_plan_between_its_samples(waypoints, t_s):
     assert state.v == pytest.approx(fine.speed[k], abs=1e-7 * scale)
     assert state.a == pytest.approx(fine.accel[k], abs=1e-6 * scale)
     assert state.curvature == pytest.approx(fine.curvature[k], abs=1e-6 * scale)
+
+
+@settings(deadline=None)
+@given(
+    waypoint_arrays,
+    start_states,
+    poses,
+    st.floats(-3.0, 3.0),
+    st.floats(-3.0, 3.0),
+    st.floats(-0.5, 0.5),
+    st.sampled_from([0.1, 0.5, 1.0]),
+)
+def test_continued_state_is_the_published_trajectory_at_now_in_the_now_frame(
+    waypoints, start, pose, dx, dy, dyaw, elapsed
+):
+    plan = upsample(waypoints, start=start, stamp_ns=T0)
+    published = stitch(plan, pose, pose, T0, start, join_s=0.5)
+    # The ego is somewhere near the trajectory's point for now.
+    now_ns = T0 + seconds_to_ns(elapsed)
+    curve_pos, curve_vel, curve_acc = curve_from_trajectory(published).evaluate(np.array([elapsed]))
+    ego = Pose2D(float(curve_pos[0, 0] + dx), float(curve_pos[0, 1] + dy), dyaw)
+    now_pose = pose.compose(ego)
+    state, error_m = continued_state(published, pose, now_pose, now_ns)
+    assert error_m == pytest.approx(math.hypot(dx, dy), abs=1e-9 * (1 + abs(dx) + abs(dy)))
+    # The same velocity and acceleration vectors, seen from the ego's frame.
+    scale = 1.0 + np.abs(waypoints).max() + start.v
+    np.testing.assert_allclose(
+        state.velocity, Pose2D(0, 0, -dyaw).rotate_vectors(curve_vel[0]), atol=1e-9 * scale
+    )
+    np.testing.assert_allclose(
+        state.acceleration, Pose2D(0, 0, -dyaw).rotate_vectors(curve_acc[0]), atol=1e-9 * scale
+    )
+    assert state.v == pytest.approx(float(np.hypot(*curve_vel[0])), abs=1e-9 * scale)
+
+
+def test_continuing_the_published_trajectory_makes_consecutive_ones_c2_continuous():
+    # Two different plans half a second apart: the second published trajectory leaves with
+    # the velocity and acceleration the first one commands at its stamp (no step in the
+    # commanded acceleration), wherever the ego measured itself to be.
+    first = upsample(np.outer([1, 2, 3, 4, 5], [20.0, 0.0]), stamp_ns=T0)  # cruise 20 m/s
+    published = stitch(first, Pose2D(), Pose2D(), T0, KinematicState(18.0, a=1.0), join_s=1.0)
+    now_ns, ego = T0 + seconds_to_ns(0.5), Pose2D(9.5, 0.1, 0.01)  # a little off the path
+    commanded, error_m = continued_state(published, Pose2D(), ego, now_ns)
+    assert 0.0 < error_m < 0.5
+    assert commanded.v > 18.0 and commanded.a != 0.0  # still joining the cruise
+    second = upsample(np.outer([1, 2, 3, 4, 5], [16.0, 0.0]), stamp_ns=now_ns)  # slower
+    dt = 1e-3
+    out = stitch(second, ego, ego, now_ns, commanded, 1.0, dt=dt, horizon_s=2.0)
+    # The join's jerk is finite (a few hundred m/s³ for this 4 m/s step down in 1 s), so
+    # 1 ms in, speed and acceleration are still the commanded ones.
+    assert out.speed[0] == pytest.approx(commanded.v + commanded.a * dt, abs=1e-3)
+    assert out.accel[0] == pytest.approx(commanded.a, abs=0.5)
+    np.testing.assert_allclose(
+        np.arctan2(out.y[0], out.x[0]),
+        np.arctan2(commanded.vy, commanded.vx),
+        atol=1e-2,
+    )
+
+
+@settings(deadline=None)
+@given(st.floats(-5.0, 5.0), st.floats(-3.0, 3.0), st.floats(0.5, 4.0))
+def test_speed_join_meets_its_boundary_values_and_integrates(e0, de0, T):
+    tau = np.linspace(0.0, T + 1.0, 4001)
+    big_e, e, de = speed_join(e0, de0, T, tau)
+    assert e[0] == pytest.approx(e0, abs=1e-12) and de[0] == pytest.approx(de0, abs=1e-12)
+    after = tau >= T
+    np.testing.assert_allclose(e[after], 0.0, atol=1e-12)
+    np.testing.assert_allclose(de[after], 0.0, atol=1e-12)
+    np.testing.assert_allclose(np.gradient(big_e, tau), e, atol=1e-3 * (1 + abs(e0) + abs(de0)))
+    np.testing.assert_allclose(np.gradient(e, tau), de, atol=1e-2 * (1 + abs(e0) + abs(de0)))
+    # Its jerk e'' is linear over [0, T]: bounded by its end values.
+    bound = 6 * abs(e0) / T**2 + 4 * abs(de0) / T
+    assert np.abs(np.diff(de) / np.diff(tau)).max() <= bound * (1 + 1e-2) + 1e-9
+
+
+@settings(deadline=None)
+@given(waypoint_arrays, st.sampled_from([0.0, 0.3, 1.0]), st.sampled_from([0.5, 1.5, 3.0]))
+def test_a_speed_join_from_the_plans_own_state_is_the_plan(waypoints, elapsed, speed_join_s):
+    plan = upsample(waypoints, stamp_ns=T0)
+    # Moving all along (below MIN_SPEED_FOR_HEADING the direction is held, by convention).
+    _, vel, _ = curve_from_trajectory(plan).evaluate(np.arange(0.0, 5.0 + elapsed, 0.005))
+    assume(np.hypot(vel[:, 0], vel[:, 1]).min() >= 2 * MIN_SPEED_FOR_HEADING)
+    own = state_at(plan, elapsed)
+    now_ns = T0 + seconds_to_ns(elapsed)
+    retimed = stitch(plan, Pose2D(), Pose2D(), now_ns, own, 0.0, speed_join_s=speed_join_s)
+    plain = stitch(plan, Pose2D(), Pose2D(), now_ns, own, 0.0)
+    scale = 1.0 + np.abs(waypoints).max()
+    np.testing.assert_allclose(retimed.xy, plain.xy, atol=1e-6 * scale)
+    np.testing.assert_allclose(retimed.speed, plain.speed, atol=1e-6 * scale)
+    np.testing.assert_allclose(retimed.accel, plain.accel, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("v0", [14.0, 18.0, 22.0])
+def test_a_speed_join_reaches_the_plans_speed_without_overshoot_and_stays_on_its_path(v0):
+    # A 20 m/s plan that drifts half a lane left; the ego is at another speed. The position
+    # join would overshoot the plan's speed to make up the distance; the speed join goes
+    # monotonically from the commanded speed to the plan's, within its jerk bound, and the
+    # path is the plan's.
+    waypoints = np.outer([1, 2, 3, 4, 5], [20.0, 0.0]) + np.array(
+        [[0, 0.1], [0, 0.5], [0, 1.2], [0, 1.8], [0, 2.0]]
+    )
+    plan = upsample(waypoints, stamp_ns=T0)
+    commanded = KinematicState(v0, a=0.0)
+    T, dt = 2.0, 0.01
+    out = stitch(plan, Pose2D(), Pose2D(), T0, commanded, 0.0, dt, 5.0, speed_join_s=T)
+    plain = stitch(plan, Pose2D(), Pose2D(), T0, commanded, 0.0, dt, 5.0)
+    joining = out.t <= T
+    lo, hi = sorted([v0, 20.0])
+    assert np.all((out.speed[joining] >= lo - 0.2) & (out.speed[joining] <= hi + 0.2))
+    assert np.all(np.diff(out.speed[joining]) * np.sign(20.0 - v0) >= -1e-3)
+    # After the join: the plan's own speed at the same time.
+    after = out.t >= T + 0.1
+    np.testing.assert_allclose(out.speed[after], plain.speed[after], atol=0.05)
+    # On the plan's path: every point is within a few cm of the plan's polyline.
+    fine = stitch(plan, Pose2D(), Pose2D(), T0, commanded, 0.0, 0.005, 5.0)
+    gap = np.linalg.norm(out.xy[:, None] - fine.xy[None], axis=-1).min(axis=1)
+    assert gap[out.t <= 4.0].max() < 0.05
+    # Its jerk: the plan's (a cruise: ~0) plus the correction's, 6 |Δv| / T² at most.
+    jerk = np.abs(np.diff(out.accel[joining]) / dt)
+    assert jerk.max() <= 6 * abs(v0 - 20.0) / T**2 + 1.0
+    # The position join over the same time overshoots.
+    position = stitch(plan, Pose2D(), Pose2D(), T0, commanded, T, dt, 5.0)
+    assert position.speed[joining].max() > hi + 0.5 or position.speed[joining].min() < lo - 0.5
+
+
+def test_a_speed_join_of_a_stop_comes_to_rest_and_stays():
+    plan = stop_trajectory(KinematicState(8.0), 3.0, horizon_s=5.0, stamp_ns=T0)
+    out = stitch(plan, Pose2D(), Pose2D(), T0, KinematicState(10.0), 0.0, speed_join_s=1.5)
+    assert np.all(out.speed >= 0) and out.speed[-1] == pytest.approx(0.0, abs=1e-9)
+    assert np.all(np.diff(out.x) >= -1e-9)

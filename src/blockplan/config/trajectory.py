@@ -6,18 +6,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from blockplan.config.fields import MAX_TRAJECTORY_POINTS, _check, _check_fields, signed
+from blockplan.config.fields import MAX_TRAJECTORY_POINTS, _check, _check_fields, choice, signed
+
+STITCH_FROM = ("odometry", "published")
 
 
 @dataclass(frozen=True)
 class TrajectoryOutputConfig:
     """The published trajectory: the jerk-minimizing fit of the waypoints within
     `waypoint_tolerance_m` (0: the WOD-E2E JMT interpolation, exactly through them), sampled
-    at `dt` over `horizon_s`, stitched onto the commanded state over `stitch_duration_s`."""
+    at `dt` over `horizon_s`, stitched onto the commanded state: the plan retimed along its
+    path so that the commanded speed meets its speed profile over `speed_join_s`, then the
+    JMT join onto it over `stitch_duration_s`. The commanded state (`stitch_from`) is the
+    measured one (`odometry`), or what the previously published trajectory commands now
+    (`published`: consecutive trajectories C2-continuous) while the ego is within
+    `stitch_max_error_m` and `stitch_max_speed_error` of it."""
 
     dt: float = signed(0.25, "> 0")
     horizon_s: float = signed(5.0, "> 0")
     stitch_duration_s: float = 0.5
+    # The commanded speed meets the plan's speed profile over this (s) along the plan's path
+    # (trajectory/stitch.py `retime`); 0: the plan's timing is kept (the position join alone
+    # catches up with it, which overshoots and oscillates plan to plan: mean |jerk| 3.6 m/s³
+    # on the closed-loop highway, 1.2 with 1.5 s; docs/BENCHMARKS.md "Ride comfort").
+    speed_join_s: float = signed(0.0, ">= 0")
+    stitch_from: str = choice("odometry", STITCH_FROM)
+    stitch_max_error_m: float = signed(1.0, "> 0")
+    stitch_max_speed_error: float = signed(1.0, "> 0")  # m/s
     # A waypoint's distance from the published path may be up to this (m): ±0.5 m of waypoint
     # noise on a 20 m/s cruise then gives ~6 m/s³ of jerk at most, not ~20 (trajectory/smooth.py);
     # 0.2 m and more let a car tracking the expert's roundabout path leave the lane
@@ -41,6 +56,12 @@ class TrajectoryOutputConfig:
             "trajectory.stitch_duration_s",
             self.stitch_duration_s,
             "must be in [0, horizon_s)",
+        )
+        _check(
+            self.speed_join_s <= self.horizon_s,
+            "trajectory.speed_join_s",
+            self.speed_join_s,
+            "must be <= trajectory.horizon_s",
         )
 
 

@@ -31,7 +31,7 @@ from blockplan.runtime.ego import EgoHistory, OdometryResult
 from blockplan.runtime.frames import WindowSnapshot
 from blockplan.runtime.health import Count, DiagnosticStatusData, InvalidInput
 from blockplan.runtime.limits import RuntimeLimits
-from blockplan.runtime.output import TickOutput, choose_trajectory
+from blockplan.runtime.output import Published, TickOutput, choose_trajectory
 from blockplan.runtime.planner import HistorySpec, history_spec
 from blockplan.runtime.plans import AcceptedPlan, PlanWindow, RejectedPlan
 from blockplan.runtime.stamped import StampedInputs
@@ -108,6 +108,9 @@ class PlannerRuntime(RuntimeCore):
         self.uses_beside = self.reads_beside or config.lane_guard.enabled
         self.newest: AcceptedPlan | None = None
         self.last_output: TickOutput | None = None
+        # The last published trajectory and the ego pose at its stamp: the next one
+        # continues from it (`trajectory.stitch_from`); forgotten with the timeline.
+        self._published: Published | None = None
         self._rejected: list[RejectedPlan] = []
         self._schedule: dict[int, PlanWindow] | None = None
         # (stamp, degraded?) of this epoch's last request: a window whose newest frame is not
@@ -207,6 +210,7 @@ class PlannerRuntime(RuntimeCore):
         self.leads.clear()
         self.besides.clear()
         self.fallback.reset()
+        self._published = None
         self.newest = None
         self._last_request = None
 
@@ -227,8 +231,10 @@ class PlannerRuntime(RuntimeCore):
             new_plans += self._collect(now)
         ego_now = self.ego.state_at(now)
         choice = choose_trajectory(
-            now, self.newest, self.fallback, ego_now, self.config, forced_reason
+            now, self.newest, self.fallback, ego_now, self.config, forced_reason, self._published
         )
+        if ego_now is not None:
+            self._published = Published(choice.trajectory, Pose2D.from_ego_state(ego_now))
         if choice.is_fallback:
             self.health.count(Count.FALLBACKS)
         elif choice.source is not None:

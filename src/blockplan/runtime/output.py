@@ -1,14 +1,17 @@
 """What a tick publishes (docs/DESIGN.md §5 step 3): the newest valid plan stitched to now, or the
-fallback when there is none younger than `max_plan_age_s` or the caller forces it."""
+fallback when there is none younger than `max_plan_age_s` or the caller forces it. Both start
+from the commanded state: what the previously published trajectory commands now
+(`trajectory.stitch_from: published`, while the ego follows it within the stitch limits), else
+the measured ego state."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from blockplan.config import PlannerConfig
+from blockplan.config import PlannerConfig, TrajectoryOutputConfig
 from blockplan.runtime.frames import WindowSnapshot
 from blockplan.runtime.plans import AcceptedPlan, RejectedPlan
-from blockplan.trajectory import Fallback, KinematicState, Pose2D, stitch
+from blockplan.trajectory import Fallback, KinematicState, Pose2D, continued_state, stitch
 from blockplan.types import EgoState, Trajectory, seconds_to_ns
 
 
@@ -41,6 +44,39 @@ class Choice:
     source: AcceptedPlan | None
 
 
+@dataclass(frozen=True)
+class Published:
+    """A published trajectory and the ego's odometry pose at its stamp (the next tick
+    continues from it)."""
+
+    trajectory: Trajectory
+    pose: Pose2D
+
+
+def commanded_state(
+    now_ns: int, ego_now: EgoState, previous: Published | None, output: TrajectoryOutputConfig
+) -> tuple[KinematicState, bool]:
+    """The state the trajectory published at `now_ns` starts from, and whether it continues
+    the previous one: with `stitch_from: published`, the velocity and acceleration the
+    previously published trajectory commands now (`continued_state`), while its point for
+    now is within `stitch_max_error_m` of the ego and its speed within
+    `stitch_max_speed_error` of the ego's; otherwise (a first trajectory, a time jump, an ego
+    that did not follow) the measured state."""
+    measured = KinematicState.from_ego_state(ego_now)
+    if output.stitch_from != "published" or previous is None:
+        return measured, False
+    if now_ns < previous.trajectory.stamp_ns:
+        return measured, False
+    state, error_m = continued_state(
+        previous.trajectory, previous.pose, Pose2D.from_ego_state(ego_now), now_ns
+    )
+    if error_m > output.stitch_max_error_m:
+        return measured, False
+    if abs(state.v - measured.v) > output.stitch_max_speed_error:
+        return measured, False
+    return state, True
+
+
 def choose_trajectory(
     now_ns: int,
     newest: AcceptedPlan | None,
@@ -48,13 +84,15 @@ def choose_trajectory(
     ego_now: EgoState | None,
     config: PlannerConfig,
     forced_reason: str | None = None,
+    previous: Published | None = None,
 ) -> Choice:
-    """The trajectory to publish at `now_ns`, in the ego frame at now. Without odometry the
-    ego is taken at rest at the origin (the fallback then is a stop in place)."""
+    """The trajectory to publish at `now_ns`, in the ego frame at now, from the commanded
+    state (`commanded_state`; `previous`: the trajectory the last tick published). Without
+    odometry the ego is taken at rest at the origin (the fallback then is a stop in place)."""
     if ego_now is None:
         commanded, now_pose = KinematicState(v=0.0), Pose2D()
     else:
-        commanded = KinematicState.from_ego_state(ego_now)
+        commanded, _ = commanded_state(now_ns, ego_now, previous, config.trajectory)
         now_pose = Pose2D.from_ego_state(ego_now)
     reason = forced_reason
     if reason is None:
@@ -75,6 +113,7 @@ def choose_trajectory(
             join_s=out.stitch_duration_s,
             dt=out.dt,
             horizon_s=out.horizon_s,
+            speed_join_s=out.speed_join_s,
         )
         return Choice(traj, False, "", newest)
     held = fallback.last_plan

@@ -24,7 +24,7 @@ from blockplan.trajectory.rollouts import (
     consensus_rollouts,
 )
 from blockplan.trajectory.smooth import fit_knots, smooth_upsample
-from blockplan.trajectory.stitch import stitch
+from blockplan.trajectory.stitch import continued_state, speed_join, stitch
 from blockplan.trajectory.stop import stop_trajectory
 from blockplan.trajectory.upsample import constant_velocity_waypoints, knot_states, upsample
 
@@ -40,6 +40,7 @@ __all__ = [
     "StateCurve",
     "average_rollouts",
     "consensus_rollouts",
+    "continued_state",
     "average_waypoint_rollouts",
     "check_gates",
     "fit_knots",
@@ -56,5 +57,6 @@ __all__ = [
     "stop_trajectory",
     "trajectory_from_states",
     "smooth_upsample",
+    "speed_join",
     "upsample",
 ]

@@ -108,5 +108,6 @@ class Fallback:
             join_s=self.output.stitch_duration_s,
             dt=self.output.dt,
             horizon_s=self.output.horizon_s,
+            speed_join_s=self.output.speed_join_s,
         )
         return FallbackResult(traj, HOLD_LAST, f"holding a {age:.3f} s old plan", held_age_s=age)
