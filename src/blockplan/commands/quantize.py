@@ -18,7 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from blockplan.model.quantized import GROUP_SIZE, MODULES, SCHEMES
+from blockplan.model.quantized import DEFAULT_MODULES, GROUP_SIZE, MODULES, SCHEMES
 
 log = logging.getLogger("blockplan.quantize")
 ONNX_SUBDIR = "onnx"  # backends/factory.py looks for an export there
@@ -35,9 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--modules",
         choices=MODULES,
-        default=MODULES[0],
         help="linears: the decoder layers' and every other linear with >= 1024 weights but "
-        "the LM head (default); decoder_linears: the decoder layers' only",
+        "the LM head (default for w4); decoder_linears: the decoder layers' only (default "
+        "for int8, fp8)",
     )
     parser.add_argument(
         "--float-storage",
@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     storage = args.float_storage or ("float16" if args.scheme == "w4" else "float32")
     try:
-        spec = QuantSpec(args.scheme, args.group_size, args.seed, storage, args.modules)
+        modules = args.modules or DEFAULT_MODULES[args.scheme]
+        spec = QuantSpec(args.scheme, args.group_size, args.seed, storage, modules)
     except ModelConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,12 +1,12 @@
 """Weight-only quantized linears: INT8, FP8 e4m3 and W4 (rotated, group scales).
 
 `QuantLinear` replaces an `nn.Linear`. Which ones, the spec's `modules` says:
-`"linears"` (what `blockplan quantize` writes): the decoder layers' q/k/v/o and gate/up/down
-and every other `nn.Linear` of the model with at least `MIN_NUMEL` weights — the ego
-encoder's MLP, the vision tower's linears (scene head, projector; a Qwen2.5-VL ViT's attention
-and MLP) — but never the LM head; `"decoder_linears"` (folders written before): the decoder
-layers' linears only. Embeddings (the tied LM head), norms, convolutions and the smaller linears stay in
-float. Each scheme keeps integer (or fp8) codes and float32 scales, and dequantizes them into
+`"linears"` (`blockplan quantize`'s default for w4): the decoder layers' q/k/v/o and
+gate/up/down and every other `nn.Linear` of the model with at least `MIN_NUMEL` weights — the
+ego encoder's MLP, the vision tower's linears (scene head, projector; a Qwen2.5-VL ViT's
+attention and MLP) — but never the LM head; `"decoder_linears"` (the default for int8 and
+fp8, and what folders written before hold): the decoder layers' linears only. Embeddings (the
+tied LM head), norms, convolutions and the smaller linears stay in float. Each scheme keeps integer (or fp8) codes and float32 scales, and dequantizes them into
 the matmul on every forward (docs/ALGORITHMS.md "Quantized weights"):
 
 * `int8`: one scale per output channel, s = max|w_row| / 127, codes round(w / s) in [-127, 127].
@@ -44,6 +44,9 @@ INT8_MAX = 127
 INT4_MAX = 7
 ROTATION = "hadamard"  # W4: blockdiag(H_g) with random signs
 MODULES = ("linears", "decoder_linears")  # which linears a spec quantizes (see above)
+# What `blockplan quantize` writes by default: W4 (the size scheme) every large linear; INT8
+# and FP8 the decoder layers' (their ADE and ONNX Runtime targets: docs/BENCHMARKS.md).
+DEFAULT_MODULES = {"int8": "decoder_linears", "fp8": "decoder_linears", "w4": "linears"}
 # "linears": a linear outside the decoder layers with fewer weights stays float (2 kB or less
 # in float16; its rounding would cost more than it saves).
 MIN_NUMEL = 1024
