@@ -63,7 +63,7 @@ COMMAND_HELP: dict[str, str] = {
     "bench": "benchmark the decoding strategies (latency, forwards, tokens per step)",
     "bench-sim": "benchmark the simulator: simulation steps/s per scenario, render ms per camera",
     "export": "export the model as static-shape ONNX graphs (vision per frame, decoder step)",
-    "quantize": "write a quantized model folder (decoder linears as int8, fp8 or w4; ORT INT8 graphs)",
+    "quantize": "write a quantized model folder (linears as int8, fp8 or w4; ORT INT8 graphs)",
     "build-engine": "build TensorRT engines from an export folder (fp16, fp8 or int8)",
     "config": "validate a params file and print the resolved configuration",
     "recipe": "make a model from its recipe (recipes/*.yaml): data, training, evaluation, card",

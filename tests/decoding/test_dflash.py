@@ -213,3 +213,58 @@ def test_the_drafter_reads_the_features_a_full_recompute_gives(monkeypatch, pres
     kept = torch.from_numpy(store.valid)
     assert kept[: store.context + len(planner.scaffold) // 2].all()
     assert torch.allclose(store.rows[0][kept], expected[kept], atol=1e-4)
+
+
+@pytest.mark.parametrize("preset", ["test", "qwen2.5-vl-test"])
+def test_every_drafter_input_at_serve_time_is_the_training_batch_of_its_window(monkeypatch, preset):
+    """Each drafter forward while decoding gets exactly what training feeds it for the same
+    answer and window [w, e) (`train.drafter._batch` over a teacher-forced pass): the C
+    feature rows before w, the window's tokens with the known one at w (the correction or
+    bonus of the last verify) and the structural slots, mask slots at the editable ones,
+    and the same key rows."""
+    from blockplan.decoding.dflash import FeatureStore
+    from blockplan.planner.qwen import fastddrive_config
+    from blockplan.planner.synthetic import synthetic_input
+    from blockplan.train.drafter import Distilled, _batch, target_features
+
+    config = PlannerConfig().with_params({"model.backend": "torch"})
+    if preset.startswith("qwen"):
+        config = fastddrive_config(config)
+    planner = Planner.random_init(preset, config)
+    drafter = random_drafter(planner.model.decoder, **SIZES)
+    planner.drafter = drafter
+    starts, calls = [], []
+    window_context = FeatureStore.window_context
+
+    def recording_context(self, w):
+        starts.append(w)
+        return window_context(self, w)
+
+    def recording_forward(features, tokens, unknown, valid=None):
+        calls.append((features.clone(), tokens.clone(), unknown.clone(), valid))
+        return Drafter.forward(drafter, features, tokens, unknown, valid)
+
+    monkeypatch.setattr(FeatureStore, "window_context", recording_context)
+    monkeypatch.setattr(drafter, "forward", recording_forward)
+    obs = synthetic_input(planner.config, 0, planner.schema)
+    result = planner.decode(obs, "dflash").result
+    assert len(calls) == len(starts) == result.num_draft_forwards > 3
+    answer = result.tokens[0]
+    C = drafter.config.context
+    rows = target_features(planner, obs, answer, drafter.config.target_layers, C)
+    valid = np.ones(rows.shape[0], dtype=bool)
+    valid[: max(C - planner.prompt_len, 0)] = False
+    data = Distilled(answer[None], rows[None], valid[None])
+    editable = np.asarray(planner.scaffold.is_editable)
+    everything = np.arange(planner.model.decoder.config.vocab_size)
+    for w, (features, tokens, unknown, keys) in zip(starts, calls, strict=True):
+        W = tokens.shape[1]
+        item = np.array([[0, w, w + W]])
+        f, t, u, k, _ = _batch(data, item, editable, everything, W, C)
+        assert torch.equal(unknown[0], u[0]), w
+        known = ~u[0]
+        assert torch.equal(tokens[0][known], t[0][known]), w  # the token at w included
+        assert bool(known[0]) and int(tokens[0, 0]) == int(answer[w])
+        served_keys = torch.ones(C + W, dtype=torch.bool) if keys is None else keys[0].cpu()
+        assert torch.equal(served_keys, k[0]), w
+        assert torch.allclose(features[0][k[0, :C]], f[0][k[0, :C]], atol=1e-4), w

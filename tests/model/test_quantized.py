@@ -1,4 +1,4 @@
-"""Quantized decoder linears (INT8, FP8, W4): error bounds, the exact rotation, folders."""
+"""Quantized linears (INT8, FP8, W4): error bounds, the exact rotation, which linears, folders."""
 
 import json
 import shutil
@@ -16,6 +16,7 @@ from blockplan.model.quantized import (
     SCHEMES,
     QuantLinear,
     QuantSpec,
+    quantizable_linears,
     random_signs,
     rotate_input,
     rotate_weight,
@@ -130,7 +131,7 @@ def test_a_quantized_folder_round_trips_and_plans(float_folder, tmp_path, scheme
     from blockplan.planner.planner import Planner
 
     summary = _quantize(float_folder, tmp_path / scheme, scheme)
-    assert summary["quantized_linears"] == 2 * 7
+    assert summary["quantized_linears"] == 2 * 7 + 1  # the decoder layers' and the projector's
     config = json.loads((tmp_path / scheme / "config.json").read_text())
     assert config["quantization"]["scheme"] == scheme
     loaded = load_pretrained(tmp_path / scheme)
@@ -138,14 +139,125 @@ def test_a_quantized_folder_round_trips_and_plans(float_folder, tmp_path, scheme
     # the loaded codes are the ones quantized in memory, bit for bit
     spec = QuantSpec(scheme, float_storage="float16" if scheme == "w4" else "float32")
     fresh = quantized_copy(load_pretrained(float_folder), spec)
-    ours = dict(loaded.decoder.named_buffers())
-    for name, buffer in fresh.decoder.named_buffers():
+    ours = dict(loaded.named_buffers())
+    assert "visual.projector.2.qweight" in ours
+    for name, buffer in fresh.named_buffers():
         assert torch.equal(ours[name].view(torch.uint8), buffer.view(torch.uint8)), name
     config = PlannerConfig().with_params({"model.backend": "torch"})
     planner = Planner.from_folder(tmp_path / scheme, config)
     assert planner.weights == "sha256-verified"
     plan = planner.plan(planner.format.synthetic(planner.config, 0))
     assert plan.rollouts.shape[1:] == (5, 2) and np.isfinite(plan.rollouts).all()
+
+
+@pytest.mark.skipif(not SHIPPED.is_dir(), reason="the shipped model is not in this tree")
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_every_large_linear_is_quantized_within_its_bound(scheme):
+    """The shipped architecture (random weights): the ego encoder's MLP and the vision tower's
+    scene head and projector are quantized too, each within its scheme's bound; the LM head,
+    the embeddings and the small linears stay float."""
+    from blockplan.model.planner_model import PlannerModel, PlannerModelConfig
+    from blockplan.model.quantized_folder import quantized_copy
+
+    torch.set_num_threads(1)
+    torch.manual_seed(2)
+    raw = json.loads((SHIPPED / "config.json").read_text())
+    model = PlannerModel(PlannerModelConfig.from_dict(raw)).eval()
+    names = {name for _, _, name in quantizable_linears(model, "linears")}
+    assert {
+        "ego_encoder.net.0",
+        "ego_encoder.net.4",
+        "visual.encoder.scene_head.0",
+        "visual.projector.2",
+        "model.layers.0.mlp.down_proj",
+    } <= names
+    assert not {"lm_head", "visual.encoder.scene_head.2", "visual.encoder.scene_embed"} & names
+    assert {n for _, _, n in quantizable_linears(model, "decoder_linears")} < names
+    quantized = quantized_copy(model, QuantSpec(scheme))
+    source = dict(model.named_modules())
+    for name, q in quantized.named_modules():
+        if not isinstance(q, QuantLinear):
+            continue
+        w = source[name].weight.detach().double()
+        target = w if scheme != "w4" else rotate_weight(w, q.signs, q.group)
+        error = (q.dequantized(torch.float64) - target).abs()
+        assert (error <= q.error_bound(target) + 1e-7).all(), name
+    assert isinstance(quantized.decoder.lm_head, nn.Linear)
+    assert quantized.decoder.lm_head.weight is quantized.decoder.model.embed_tokens.weight
+    # the planner's encoders run on the quantized linears: close to float, not equal
+    history = torch.randn(3, model.ego_encoder.config.rows, 6)
+    kwargs = {"lane_pose": torch.zeros(3, 2), "scene": torch.zeros(3, 128), "lead": None}
+    with torch.no_grad():
+        ref = model.ego_encoder(history, **kwargs)
+        got = quantized.ego_encoder(history, **kwargs)
+    assert not torch.equal(ref, got)
+    assert (got - ref).abs().max() <= 0.25 * ref.abs().max()
+
+
+def test_a_folder_of_decoder_linears_only_still_loads(float_folder, tmp_path):
+    """Folders written before the other linears were quantized: `modules: decoder_linears`
+    (or no `modules` at all)."""
+    from blockplan.commands.quantize import write_quantized
+    from blockplan.model.weights import write_manifest
+
+    out = tmp_path / "old"
+    spec = QuantSpec("w4", float_storage="float16", modules="decoder_linears")
+    assert write_quantized(float_folder, out, spec, False)["quantized_linears"] == 2 * 7
+    raw = json.loads((out / "config.json").read_text())
+    del raw["quantization"]["modules"]
+    (out / "config.json").write_text(json.dumps(raw))
+    write_manifest(out)
+    loaded = load_pretrained(out)
+    assert isinstance(loaded.visual.projector[2], nn.Linear)
+    assert isinstance(loaded.decoder.model.layers[0].mlp.up_proj, QuantLinear)
+
+
+def _rewrite(out: Path, edit) -> None:
+    """Edit the folder's tensors, then re-sign it: a consistent, malformed folder."""
+    from safetensors.torch import load_file, save_file
+
+    from blockplan.model.weights import write_manifest
+
+    tensors = load_file(str(out / "model.safetensors"))
+    edit(tensors)
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    write_manifest(out)
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda t: t.pop("visual.projector.2.qweight"), "missing tensors"),
+        (
+            lambda t: t.update(
+                {"visual.projector.2.qweight": torch.zeros(32, 8, dtype=torch.uint8)}
+            ),
+            "has shape",
+        ),
+        (
+            lambda t: t.update(
+                {"visual.projector.2.qweight": torch.zeros(32, 16, dtype=torch.int8)}
+            ),
+            "qweight is torch.int8",
+        ),
+        (lambda t: t["visual.projector.2.scales"].neg_(), "not finite and > 0"),
+        (lambda t: t["visual.projector.2.scales"].fill_(float("nan")), "not finite and > 0"),
+        (
+            lambda t: t.update(
+                {"visual.projector.2.scales": t["visual.projector.2.scales"].half()}
+            ),
+            "scales is torch.float16",
+        ),
+        (lambda t: t["visual.projector.2.signs"].fill_(3), "signs must be int8"),
+        (lambda t: t.update({"visual.projector.2.weight": torch.zeros(32, 32)}), "unexpected"),
+    ],
+)
+def test_malformed_quantized_entries_are_refused(float_folder, tmp_path, edit, match):
+    out = tmp_path / "w4"
+    _quantize(float_folder, out, "w4")
+    _rewrite(out, edit)
+    with pytest.raises(WeightsError, match=match):
+        load_pretrained(out)
 
 
 def test_the_manifest_covers_every_file(float_folder, tmp_path):

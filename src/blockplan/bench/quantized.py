@@ -26,7 +26,7 @@ import torch
 from blockplan.bench.backends import run_backend_bench
 from blockplan.bench.decoding import Progress
 from blockplan.bench.graphs import forward_ms_by_width
-from blockplan.model.quantized import QuantLinear, QuantSpec
+from blockplan.model.quantized import DEFAULT_MODULES, QuantLinear, QuantSpec
 from blockplan.model.quantized_folder import decoder_of, quantized_copy
 from blockplan.planner.planner import Planner
 
@@ -53,7 +53,8 @@ def weight_bytes(model: torch.nn.Module, spec: QuantSpec | None) -> int:
 
 def default_spec(scheme: str) -> QuantSpec:
     """What `blockplan quantize --scheme SCHEME` writes by default."""
-    return QuantSpec(scheme, float_storage="float16" if scheme == "w4" else "float32")
+    storage = "float16" if scheme == "w4" else "float32"
+    return QuantSpec(scheme, float_storage=storage, modules=DEFAULT_MODULES[scheme])
 
 
 def quantized_planners(planner: Planner, schemes: Sequence[str]) -> dict[str, Planner]:

@@ -1,4 +1,4 @@
-"""`blockplan quantize`: a model folder with its decoder linears quantized (INT8, FP8, W4).
+"""`blockplan quantize`: a model folder with its linears quantized (INT8, FP8, W4).
 
 The output is a model folder like any other (`--model OUT` everywhere): config.json records
 the scheme, model.safetensors holds the codes and scales, the source folder's other files
@@ -18,7 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from blockplan.model.quantized import GROUP_SIZE, SCHEMES
+from blockplan.model.quantized import DEFAULT_MODULES, GROUP_SIZE, MODULES, SCHEMES
 
 log = logging.getLogger("blockplan.quantize")
 ONNX_SUBDIR = "onnx"  # backends/factory.py looks for an export there
@@ -32,6 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--group-size", type=int, default=GROUP_SIZE, help="w4: group along the input dim"
     )
     parser.add_argument("--seed", type=int, default=0, help="w4: seed of the rotation's signs")
+    parser.add_argument(
+        "--modules",
+        choices=MODULES,
+        help="linears: the decoder layers' and every other linear with >= 1024 weights but "
+        "the LM head (default for w4); decoder_linears: the decoder layers' only (default "
+        "for int8, fp8)",
+    )
     parser.add_argument(
         "--float-storage",
         choices=("float32", "float16"),
@@ -53,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     storage = args.float_storage or ("float16" if args.scheme == "w4" else "float32")
     try:
-        spec = QuantSpec(args.scheme, args.group_size, args.seed, storage)
+        modules = args.modules or DEFAULT_MODULES[args.scheme]
+        spec = QuantSpec(args.scheme, args.group_size, args.seed, storage, modules)
     except ModelConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -70,7 +78,6 @@ def write_quantized(
     from blockplan.model.pretrained import load_pretrained
     from blockplan.model.quantized_folder import (
         QUANTIZATION_KEY,
-        decoder_of,
         folder_tensors,
         quantized_copy,
     )
@@ -109,11 +116,12 @@ def write_quantized(
     if exported:
         _export_int8(out, params)
         write_manifest(out, [ONNX_SUBDIR])
-    decoder = decoder_of(quantized)
     return {
         "out": str(out),
         "scheme": spec.to_dict(),
-        "quantized_linears": sum(1 for m in decoder.modules() if type(m).__name__ == "QuantLinear"),
+        "quantized_linears": sum(
+            1 for m in quantized.modules() if type(m).__name__ == "QuantLinear"
+        ),
         "weights_bytes": (out / WEIGHTS_NAME).stat().st_size,
         "source_weights_bytes": _weights_size(source),
         "folder_bytes": _folder_size(out),

@@ -40,7 +40,7 @@ from blockplan.errors import UserError
 from blockplan.export.graphs import DecoderStep, VisionFrame
 from blockplan.export.ort_step import build_step_graph, rope_rows
 from blockplan.model.planner_model import PlannerModel
-from blockplan.model.quantized import dequantize_decoder, scheme_of
+from blockplan.model.quantized import dequantize_model, scheme_of
 
 FORMAT = "blockplan-onnx"
 # 2: the dynamic decoder graph reads the whole cache buffer and takes logit rows
@@ -183,7 +183,7 @@ def export_onnx(
     sha = model_sha256(model)  # of the weights as loaded (a quantized model's codes)
     if scheme_of(model) is not None:  # the graphs carry the dequantized weights, in float
         model = copy.deepcopy(model)
-        dequantize_decoder(model.decoder)
+        dequantize_model(model)
     if model.decoder.lm_head.weight.dtype != torch.float32:
         model = copy.deepcopy(model).to(torch.float32)  # never change the caller's model
     model = model.eval()

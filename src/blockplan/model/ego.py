@@ -54,6 +54,7 @@ import torch
 from torch import nn
 
 from blockplan.model.config import ModelConfigError
+from blockplan.model.quantized import compute_dtype
 
 # Column scales of the [x, y, vx, vy, ax, ay] history rows (ego frame at t0).
 INPUT_SCALE = (10.0, 2.0, 10.0, 1.0, 2.0, 2.0)
@@ -240,7 +241,7 @@ class EgoEncoder(nn.Module):
                 f"ego history shape {tuple(history.shape)}: the encoder reads "
                 f"({c.rows}, {NUM_COLUMNS}) rows"
             )
-        dtype = self.net[0].weight.dtype
+        dtype = compute_dtype(self.net[0])  # a quantized linear has no float weight
         x = history.to(dtype).flatten(-2) / self.scale.to(dtype)
         if c.lane_pose:
             lane = lane_inputs(lane_pose, tuple(history.shape[:-2]))

@@ -1,9 +1,13 @@
-"""Weight-only quantized linears of the decoder: INT8, FP8 e4m3 and W4 (rotated, group scales).
+"""Weight-only quantized linears: INT8, FP8 e4m3 and W4 (rotated, group scales).
 
-`QuantLinear` replaces an `nn.Linear` of the language model's layers (q/k/v/o, gate/up/down);
-embeddings, norms, the LM head, the vision tower and the other heads stay in float. Each
-scheme keeps integer (or fp8) codes and float32 scales, and dequantizes them into the
-matmul on every forward (docs/ALGORITHMS.md "Quantized weights"):
+`QuantLinear` replaces an `nn.Linear`. Which ones, the spec's `modules` says:
+`"linears"` (`blockplan quantize`'s default for w4): the decoder layers' q/k/v/o and
+gate/up/down and every other `nn.Linear` of the model with at least `MIN_NUMEL` weights — the
+ego encoder's MLP, the vision tower's linears (scene head, projector; a Qwen2.5-VL ViT's
+attention and MLP) — but never the LM head; `"decoder_linears"` (the default for int8 and
+fp8, and what folders written before hold): the decoder layers' linears only. Embeddings (the
+tied LM head), norms, convolutions and the smaller linears stay in float. Each scheme keeps integer (or fp8) codes and float32 scales, and dequantizes them into
+the matmul on every forward (docs/ALGORITHMS.md "Quantized weights"):
 
 * `int8`: one scale per output channel, s = max|w_row| / 127, codes round(w / s) in [-127, 127].
   Error per weight <= s / 2.
@@ -39,6 +43,14 @@ FP8_MAX = 448.0  # largest finite float8_e4m3fn
 INT8_MAX = 127
 INT4_MAX = 7
 ROTATION = "hadamard"  # W4: blockdiag(H_g) with random signs
+MODULES = ("linears", "decoder_linears")  # which linears a spec quantizes (see above)
+# What `blockplan quantize` writes by default: W4 (the size scheme) every large linear; INT8
+# and FP8 the decoder layers' (their ADE and ONNX Runtime targets: docs/BENCHMARKS.md).
+DEFAULT_MODULES = {"int8": "decoder_linears", "fp8": "decoder_linears", "w4": "linears"}
+# "linears": a linear outside the decoder layers with fewer weights stays float (2 kB or less
+# in float16; its rounding would cost more than it saves).
+MIN_NUMEL = 1024
+KEPT_FLOAT = ("lm_head",)  # attribute names never quantized: the (often tied) LM head
 # The linears of a decoder layer that are quantized (HF Qwen2 names).
 LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Buffers each scheme stores per linear (besides an optional float bias).
@@ -60,6 +72,7 @@ class QuantSpec:
     # How the tensors that stay float are stored in the folder (loaded back in the model's
     # dtype): float16 halves them, which the W4 size target needs.
     float_storage: str = "float32"
+    modules: str = "linears"  # MODULES: every large linear, or the decoder layers' only
 
     def __post_init__(self) -> None:
         if self.scheme not in SCHEMES:
@@ -73,9 +86,15 @@ class QuantSpec:
             raise ModelConfigError(
                 f"quantization.float_storage={self.float_storage!r}: float32 or float16"
             )
+        if self.modules not in MODULES:
+            raise ModelConfigError(
+                f"quantization.modules={self.modules!r}: must be one of {list(MODULES)}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"scheme": self.scheme, "modules": "decoder_linears"}
+        out: dict[str, Any] = {"scheme": self.scheme, "modules": self.modules}
+        if self.modules == "linears":
+            out["min_numel"] = MIN_NUMEL
         if self.scheme == "w4":
             out |= {"group_size": self.group_size, "rotation": ROTATION, "seed": self.seed}
         return out | {"float_storage": self.float_storage}
@@ -84,9 +103,9 @@ class QuantSpec:
     def from_dict(cls, d: Any, where: str = "config.json") -> QuantSpec:
         if not isinstance(d, dict) or "scheme" not in d:
             raise ModelConfigError(f"{where}: quantization: expected {{'scheme': ...}}, got {d!r}")
-        if d.get("modules", "decoder_linears") != "decoder_linears":
+        if d.get("min_numel", MIN_NUMEL) != MIN_NUMEL:
             raise ModelConfigError(
-                f"{where}: quantization.modules={d['modules']!r}: only 'decoder_linears'"
+                f"{where}: quantization.min_numel={d['min_numel']!r}: only {MIN_NUMEL}"
             )
         if d.get("rotation", ROTATION) != ROTATION:
             raise ModelConfigError(
@@ -98,6 +117,7 @@ class QuantSpec:
                 group_size=d.get("group_size", GROUP_SIZE),
                 seed=int(d.get("seed", 0)),
                 float_storage=d.get("float_storage", "float32"),
+                modules=d.get("modules", "decoder_linears"),  # folders written before
             )
         except ModelConfigError as e:
             raise ModelConfigError(f"{where}: {e}") from e
@@ -188,6 +208,12 @@ class QuantLinear(nn.Module):
             self.register_buffer("qweight", codes)
             self.register_buffer("scales", torch.ones(out_features))
         self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
+        self._float = torch.empty(0)  # not stored: the float dtype the module was cast to
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The float dtype this layer computes in (as a float linear's weight dtype)."""
+        return self._float.dtype
 
     # ---- construction ----------------------------------------------------------------------
 
@@ -271,6 +297,7 @@ class QuantLinear(nn.Module):
         """`.to(dtype)` casts floating tensors, fp8 codes included; keep codes and scales."""
         kept = {name: getattr(self, name).dtype for name in STORED[self.scheme]}
         super()._apply(fn, recurse)
+        self._float = fn(self._float)
         for name, dtype in kept.items():
             t = getattr(self, name)
             if t.dtype != dtype:
@@ -299,7 +326,7 @@ def fp8_matmul_supported(x: torch.Tensor) -> bool:
     return torch.cuda.get_device_capability(x.device) >= (8, 9)
 
 
-# ---- the decoder -----------------------------------------------------------------------------
+# ---- the model -------------------------------------------------------------------------------
 
 
 def decoder_linears(decoder: nn.Module) -> list[tuple[nn.Module, str, str]]:
@@ -314,39 +341,77 @@ def decoder_linears(decoder: nn.Module) -> list[tuple[nn.Module, str, str]]:
     return out
 
 
-def quantize_decoder(decoder: nn.Module, spec: QuantSpec) -> None:
-    """Replace the linears of `decoder`'s layers by `QuantLinear`s of `spec`, in place."""
-    for k, (parent, name, _) in enumerate(decoder_linears(decoder)):
+def quantizable_linears(model: nn.Module, modules: str) -> list[tuple[nn.Module, str, str]]:
+    """(parent module, attribute, folder name prefix) of every linear `modules` quantizes in
+    `model` (a planner, a Qwen2.5-VL model or a `Decoder`): the decoder layers' linears, in
+    layer order, then ("linears") every other linear with >= `MIN_NUMEL` weights but the LM
+    head, in module order. A linear already quantized (a `QuantLinear`) counts as the
+    linear it replaced."""
+    decoder = getattr(model, "decoder", model)
+    out = decoder_linears(decoder)
+    if modules == "decoder_linears":
+        return out
+    seen = {id(getattr(parent, name)) for parent, name, _ in out}
+    for name, parent in model.named_modules():
+        for attr, child in parent.named_children():
+            if attr in KEPT_FLOAT or id(child) in seen:
+                continue
+            if not isinstance(child, (nn.Linear, QuantLinear)):
+                continue
+            if child.in_features * child.out_features < MIN_NUMEL:
+                continue
+            seen.add(id(child))
+            full = f"{name}.{attr}" if name else attr
+            out.append((parent, attr, full.removeprefix("decoder.")))
+    return out
+
+
+def _refresh(model: nn.Module) -> None:
+    """The decoder's fast forward re-reads its layers."""
+    fast = getattr(getattr(model, "decoder", model), "fast", None)
+    if fast is not None:
+        fast.owner = None
+
+
+def quantize_model(model: nn.Module, spec: QuantSpec) -> None:
+    """Replace the linears `spec.modules` names by `QuantLinear`s of `spec`, in place."""
+    for k, (parent, name, _) in enumerate(quantizable_linears(model, spec.modules)):
         setattr(parent, name, QuantLinear.of(getattr(parent, name), spec, seed=spec.seed + k))
-    decoder.fast.owner = None  # the fast forward re-reads the layers
+    _refresh(model)
 
 
-def install_shells(decoder: nn.Module, spec: QuantSpec) -> None:
-    """Replace the linears by empty `QuantLinear`s of the same shapes (to load a folder into)."""
-    for parent, name, _ in decoder_linears(decoder):
+def install_shells(model: nn.Module, spec: QuantSpec) -> None:
+    """Replace those linears by empty `QuantLinear`s of the same shapes (to load a folder
+    into)."""
+    for parent, name, _ in quantizable_linears(model, spec.modules):
         lin = getattr(parent, name)
         shell = QuantLinear(
             spec.scheme, lin.in_features, lin.out_features, lin.bias is not None, spec.group_size
         )
         setattr(parent, name, shell)
-    decoder.fast.owner = None
+    _refresh(model)
 
 
-def dequantize_decoder(decoder: nn.Module) -> None:
+def dequantize_model(model: nn.Module) -> None:
     """Replace every `QuantLinear` by an `nn.Linear` of its effective float weight, in place
     (what an ONNX export of the quantized model carries)."""
-    for parent, name, _ in decoder_linears(decoder):
-        q = getattr(parent, name)
-        if not isinstance(q, QuantLinear):
-            continue
-        dtype = q.bias.dtype if q.bias is not None else torch.float32
-        lin = nn.Linear(q.in_features, q.out_features, bias=q.bias is not None)
-        with torch.no_grad():
-            lin.weight.copy_(q.effective_weight().to(dtype))
-            if q.bias is not None:
-                lin.bias.copy_(q.bias)
-        setattr(parent, name, lin.to(q.qweight.device))
-    decoder.fast.owner = None
+    for _, parent in list(model.named_modules()):
+        for name, q in list(parent.named_children()):
+            if not isinstance(q, QuantLinear):
+                continue
+            dtype = q.bias.dtype if q.bias is not None else torch.float32
+            lin = nn.Linear(q.in_features, q.out_features, bias=q.bias is not None)
+            with torch.no_grad():
+                lin.weight.copy_(q.effective_weight().to(dtype))
+                if q.bias is not None:
+                    lin.bias.copy_(q.bias)
+            setattr(parent, name, lin.to(q.qweight.device))
+    _refresh(model)
+
+
+def compute_dtype(linear: nn.Module) -> torch.dtype:
+    """The float dtype a linear (or its `QuantLinear`) computes in."""
+    return linear.dtype if isinstance(linear, QuantLinear) else linear.weight.dtype
 
 
 def scheme_of(model: nn.Module) -> str | None:

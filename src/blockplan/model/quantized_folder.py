@@ -3,8 +3,9 @@
 A quantized folder is a model folder like any other (config.json, model.safetensors,
 tokenizer.json, ..., manifest.json over every file, an `onnx/` export included) whose
 config.json carries `"quantization": {"scheme": "int8" | "fp8" | "w4", ...}`
-(`QuantSpec.to_dict`). Its safetensors hold, for each linear of the decoder's layers,
-`<name>.qweight`, `<name>.scales` (and `<name>.signs` for w4) instead of `<name>.weight`;
+(`QuantSpec.to_dict`). Its safetensors hold, for each linear the spec's `modules` names
+(every large linear, the LM head excepted; or, in folders written before, the decoder
+layers' only), `<name>.qweight`, `<name>.scales` (and `<name>.signs` for w4) instead of `<name>.weight`;
 every other tensor keeps its name, stored as `float_storage` says. Loading checks the scheme,
 every tensor's name and shape (a `QuantLinear` shell per linear, loaded strictly) and the
 codes' dtype, and raises `WeightsError` / `ModelConfigError` naming the folder otherwise.
@@ -24,7 +25,7 @@ from blockplan.model.quantized import (
     QuantLinear,
     QuantSpec,
     install_shells,
-    quantize_decoder,
+    quantize_model,
 )
 from blockplan.model.weights import WeightsError, load_state, unique_tensors
 
@@ -38,10 +39,10 @@ def decoder_of(model: nn.Module) -> nn.Module:
 
 
 def quantized_copy(model: nn.Module, spec: QuantSpec) -> nn.Module:
-    """A copy of `model` whose decoder linears are quantized with `spec` (the model itself
-    is left as it is). A Qwen planner's copy shares nothing with it."""
+    """A copy of `model` whose linears are quantized with `spec` (the model itself is left
+    as it is). A Qwen planner's copy shares nothing with it."""
     out = copy.deepcopy(model)
-    quantize_decoder(decoder_of(out), spec)
+    quantize_model(out, spec)
     return out
 
 
@@ -76,7 +77,7 @@ def float_config(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_quantized(raw: dict[str, Any], state: dict[str, torch.Tensor], where: str) -> nn.Module:
-    """The model a quantized folder holds: the family's network, its decoder linears as
+    """The model a quantized folder holds: the family's network, its quantized linears as
     `QuantLinear` shells of the recorded scheme, every tensor loaded strictly."""
     spec = QuantSpec.from_dict(raw[QUANTIZATION_KEY], f"{where}/config.json")
     plain = float_config(raw)
@@ -101,7 +102,7 @@ def load_quantized(raw: dict[str, Any], state: dict[str, torch.Tensor], where: s
             "blockplan_planner, qwen2_5_vl or qwen2 model"
         )
     decoder = decoder_of(model)
-    install_shells(decoder, spec)
+    install_shells(model, spec)
     prefix = "decoder." if decoder is not model else ""
     named = {(prefix + k if k.startswith(DECODER_PREFIXES) else k): v for k, v in state.items()}
     tied = decoder.config.tie_word_embeddings
@@ -112,13 +113,31 @@ def load_quantized(raw: dict[str, Any], state: dict[str, torch.Tensor], where: s
             raise WeightsError(f"{where}: missing tensor 'model.embed_tokens.weight'")
         named[prefix + "lm_head.weight"] = embed
     for name, _ in _named_quant_linears(model):
-        found = state.get(f"{name}.qweight")
-        if found is not None and found.dtype != CODE_DTYPES[spec.scheme]:
-            raise WeightsError(
-                f"{where}: {name}.qweight is {found.dtype}, the scheme {spec.scheme!r} stores "
-                f"{CODE_DTYPES[spec.scheme]}"
-            )
+        check_entries(state, name, spec.scheme, where)
     load_state(model, named, where)
     if tied:
         decoder.lm_head.weight = decoder.model.embed_tokens.weight
     return model.eval()
+
+
+def check_entries(state: dict[str, torch.Tensor], name: str, scheme: str, where: str) -> None:
+    """Refuse a quantized linear's tensors that would load but compute garbage: codes of
+    another dtype, scales not float32 or not finite and positive, rotation signs not ±1
+    (names and shapes: `load_state`, strictly)."""
+    codes = state.get(f"{name}.qweight")
+    if codes is not None and codes.dtype != CODE_DTYPES[scheme]:
+        raise WeightsError(
+            f"{where}: {name}.qweight is {codes.dtype}, the scheme {scheme!r} stores "
+            f"{CODE_DTYPES[scheme]}"
+        )
+    scales = state.get(f"{name}.scales")
+    if scales is not None:
+        if scales.dtype != torch.float32:
+            raise WeightsError(f"{where}: {name}.scales is {scales.dtype}, not torch.float32")
+        if not bool(torch.isfinite(scales).all() and (scales > 0).all()):
+            raise WeightsError(f"{where}: {name}.scales holds a value not finite and > 0")
+    signs = state.get(f"{name}.signs")
+    if signs is not None and (
+        signs.dtype != torch.int8 or not bool(((signs == 1) | (signs == -1)).all())
+    ):
+        raise WeightsError(f"{where}: {name}.signs must be int8 ±1")
