@@ -243,7 +243,7 @@ def test_a_speed_join_from_the_plans_own_state_is_the_plan(waypoints, elapsed, s
     np.testing.assert_allclose(retimed.accel, plain.accel, atol=1e-5 * scale)
 
 
-@pytest.mark.parametrize("v0", [14.0, 18.0, 22.0])
+@pytest.mark.parametrize("v0", [14.0, 18.0, 20.4])
 def test_a_speed_join_reaches_the_plans_speed_without_overshoot_and_stays_on_its_path(v0):
     # A 20 m/s plan that drifts half a lane left; the ego is at another speed. The position
     # join would overshoot the plan's speed to make up the distance; the speed join goes
@@ -273,11 +273,35 @@ def test_a_speed_join_reaches_the_plans_speed_without_overshoot_and_stays_on_its
     assert jerk.max() <= 6 * abs(v0 - 20.0) / T**2 + 1.0
     # The position join over the same time overshoots.
     position = stitch(plan, Pose2D(), Pose2D(), T0, commanded, T, dt, 5.0)
-    assert position.speed[joining].max() > hi + 0.5 or position.speed[joining].min() < lo - 0.5
+    over = 0.25 * (hi - lo)
+    assert position.speed[joining].max() > hi + over or position.speed[joining].min() < lo - over
+
+
+@pytest.mark.parametrize(
+    "commanded",
+    [KinematicState(22.0), KinematicState(20.0, a=0.0)],
+    ids=["slower", "braking"],
+)
+def test_a_plan_that_asks_for_less_is_followed_at_once_not_eased_into(commanded):
+    # Slower than the ego by more than the margin, or braking harder: the speed join keeps
+    # out (the plan's timing, the position join), so a plan that answers a car ahead brakes
+    # from the first tick.
+    waypoints = np.outer([1, 2, 3, 4, 5], [20.0, 0.0])
+    start = KinematicState(20.0, a=-3.0) if commanded.v == 20.0 else None
+    if start is not None:  # decelerating at 3 m/s² from 20 m/s
+        waypoints = np.array([[20.0 * t - 1.5 * t * t, 0.0] for t in range(1, 6)])
+    plan = upsample(waypoints, start=start, stamp_ns=T0)
+    joined = stitch(plan, Pose2D(), Pose2D(), T0, commanded, 0.5, 0.1, 5.0, speed_join_s=1.5)
+    plain = stitch(plan, Pose2D(), Pose2D(), T0, commanded, 0.5, 0.1, 5.0)
+    assert_same_trajectory(joined, plain, atol=1e-12)
+    # while a plan within the jitter margin is retimed
+    near = KinematicState(plan.speed[0] + 0.3, a=float(plan.accel[0]))
+    retimed = stitch(plan, Pose2D(), Pose2D(), T0, near, 0.5, 0.1, 5.0, speed_join_s=1.5)
+    assert not np.allclose(retimed.x, stitch(plan, Pose2D(), Pose2D(), T0, near, 0.5, 0.1, 5.0).x)
 
 
 def test_a_speed_join_of_a_stop_comes_to_rest_and_stays():
     plan = stop_trajectory(KinematicState(8.0), 3.0, horizon_s=5.0, stamp_ns=T0)
-    out = stitch(plan, Pose2D(), Pose2D(), T0, KinematicState(10.0), 0.0, speed_join_s=1.5)
+    out = stitch(plan, Pose2D(), Pose2D(), T0, KinematicState(8.3), 0.0, speed_join_s=1.5)
     assert np.all(out.speed >= 0) and out.speed[-1] == pytest.approx(0.0, abs=1e-9)
     assert np.all(np.diff(out.x) >= -1e-9)

@@ -27,6 +27,12 @@ made from the overshoot, pulls the other way: a speed oscillation with a period 
 plans. The retimed plan gives that distance up instead (the same path, reached a little
 earlier or later), so the join is left with the lateral offset and heading.
 
+The speed join never eases the car into a plan that asks for less: where the plan's speed now
+is below the commanded speed by more than `BRAKE_SPEED_MARGIN` or its deceleration exceeds
+the commanded one by more than `BRAKE_ACCEL_MARGIN` (`asks_to_slow`), the plan keeps its
+timing and the position join catches up at once, as without a speed join: a plan that
+answers a car ahead is followed from the first tick, not over `speed_join_s`.
+
 The commanded state is either the ego's measured one (odometry) or what the previously
 published trajectory commands at now (`continued_state`): the latter makes consecutive
 published trajectories C2-continuous in velocity and acceleration whatever the plans and the
@@ -47,6 +53,11 @@ from blockplan.trajectory.kinematics import (
     trajectory_from_states,
 )
 from blockplan.types import Trajectory, ns_to_seconds
+
+# The speed join is for the few tenths of a m/s a plan's free start speed jitters by, not for
+# a plan that slows down (module docstring).
+BRAKE_SPEED_MARGIN = 0.5  # m/s: the plan's speed now this far below the commanded speed
+BRAKE_ACCEL_MARGIN = 1.0  # m/s²: the plan's acceleration now this far below the commanded one
 
 
 def stitch(
@@ -75,7 +86,7 @@ def stitch(
     relative = now_pose.inverse().compose(plan_pose)  # plan frame → now frame
     curve = curve_from_trajectory(plan)
     t = sample_times(dt, horizon_s)  # (P,) output times since now
-    if speed_join_s > 0:
+    if speed_join_s > 0 and not asks_to_slow(curve, elapsed, commanded):
         curve = retime(curve, elapsed, commanded.v, commanded.a, speed_join_s, horizon_s)
         elapsed = 0.0
 
@@ -135,6 +146,15 @@ def speed_join(e0: float, de0: float, T: float, tau: np.ndarray) -> tuple[np.nda
     de = (e0 * (6 * x**2 - 6 * x) + de0 * T * (3 * x**2 - 4 * x + 1)) / T
     big_e = T * (e0 * (x**4 / 2 - x**3 + x) + de0 * T * (x**4 / 4 - 2 * x**3 / 3 + x**2 / 2))
     return big_e, e, de
+
+
+def asks_to_slow(curve: StateCurve, elapsed: float, commanded: KinematicState) -> bool:
+    """Whether the plan at plan time `elapsed` is slower than `commanded` by more than
+    `BRAKE_SPEED_MARGIN` or decelerates harder by more than `BRAKE_ACCEL_MARGIN`."""
+    _, vel, acc = curve.evaluate(np.array([elapsed]))  # (1, 2) each
+    speed = float(np.hypot(*vel[0]))
+    along = float(vel[0] @ acc[0]) / speed if speed >= MIN_SPEED_FOR_HEADING else 0.0
+    return commanded.v - speed > BRAKE_SPEED_MARGIN or commanded.a - along > BRAKE_ACCEL_MARGIN
 
 
 def retime(
