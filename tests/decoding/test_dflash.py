@@ -7,6 +7,7 @@ the hidden-state taps leave the decoder's logits unchanged."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -268,3 +269,17 @@ def test_every_drafter_input_at_serve_time_is_the_training_batch_of_its_window(m
         served_keys = torch.ones(C + W, dtype=torch.bool) if keys is None else keys[0].cpu()
         assert torch.equal(served_keys, k[0]), w
         assert torch.allclose(features[0][k[0, :C]], f[0][k[0, :C]], atol=1e-4), w
+
+
+def test_a_drafter_folder_resolves_like_the_model_folder(tmp_path, monkeypatch):
+    """decoding.drafter: as given (absolute, or relative to the current folder), else under
+    the package root, as model.dir is."""
+    from blockplan.config import package_root
+    from blockplan.planner.planner import drafter_folder
+
+    monkeypatch.chdir(tmp_path)
+    assert drafter_folder("models/blockplan-tiny") == package_root() / "models/blockplan-tiny"
+    (tmp_path / "models" / "blockplan-tiny").mkdir(parents=True)  # one here wins
+    assert drafter_folder("models/blockplan-tiny") == Path("models/blockplan-tiny")
+    assert drafter_folder("nowhere") == Path("nowhere")  # the loader names what is missing
+    assert drafter_folder(str(tmp_path)) == tmp_path

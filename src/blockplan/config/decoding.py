@@ -48,7 +48,8 @@ class DecodingConfig:
     # decided) or "block" (always the rest of the block). Only the forwards change.
     spec_window: str = choice("adaptive", SPEC_WINDOWS)
     # dflash: the drafter folder (blockplan train-drafter; config.json, model.safetensors and
-    # a manifest, made for this model's decoder weights); "" none
+    # a manifest, made for this model's decoder weights), found as model.dir is (as given,
+    # else under the package root); "" none
     drafter: str = ""
 
     def __post_init__(self) -> None:

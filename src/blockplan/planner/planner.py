@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from blockplan.backends import create_backend
-from blockplan.config import PlannerConfig
+from blockplan.config import PlannerConfig, package_root
 from blockplan.decoding.decode import DecodeOptions, DecodeResult, decode
 from blockplan.decoding.device import synchronize
 from blockplan.decoding.flow import FlowSampler
@@ -167,7 +167,9 @@ class Planner:
         self.drafter: Drafter | None = None
         if config.decoding.drafter:
             try:
-                self.drafter = load_drafter(config.decoding.drafter, self.model.decoder)
+                self.drafter = load_drafter(
+                    drafter_folder(config.decoding.drafter), self.model.decoder
+                )
             except (WeightsError, ModelConfigError) as e:
                 raise PlannerSetupError(f"decoding.drafter={config.decoding.drafter!r}: {e}") from e
         if config.decoding.strategy == "dflash":
@@ -447,3 +449,13 @@ def resolve_backend(
         and importlib.util.find_spec("onnx") is not None
     )
     return "onnxruntime" if runs_on_ort else "torch"
+
+
+def drafter_folder(drafter: str) -> Path:
+    """`decoding.drafter` as given, or relative to the package root as `model.dir` is (a
+    drafter shipped beside the model in an installed share)."""
+    given = Path(drafter)
+    if given.is_dir() or given.is_absolute():
+        return given
+    shared = package_root() / drafter
+    return shared if shared.is_dir() else given
