@@ -199,28 +199,20 @@ def run_recipe(
     out.mkdir(parents=True, exist_ok=True)
     _check_scale(out, scale)
     run = _Run(recipe, out, scale, start, stream)
-    if jobs == 1:
-        for i in range(len(names)):
-            prepared = run.prepare(i)
-            if prepared is None:
-                continue
-            run.begin(prepared)
-            t0 = time.monotonic()
-            _run_stage(prepared.stage, prepared.argv, prepared.folder, stream)
-            run.finish(prepared, time.monotonic() - t0)
-    else:
-        _run_parallel(run, jobs)
+    _schedule(run, jobs)
     return [run.results[i] for i in range(len(names))]
 
 
-def _run_parallel(run: _Run, jobs: int) -> None:
-    """Up to `jobs` stages at once, in the recipe's order among those whose inputs are done;
-    after a failure no new stage starts, the running ones finish, and the first error is
-    raised. Ctrl-C is passed on to every running stage."""
+def _schedule(run: _Run, jobs: int) -> None:
+    """Up to `jobs` stages at once, in the recipe's order among those whose inputs are done
+    (one job: the recipe's order, the running stage's output echoed to the terminal); after a
+    failure no new stage starts, the running ones finish, and the first error is raised.
+    Ctrl-C is passed on to every running stage."""
     stages = run.recipe.stages
     pending = list(range(len(stages)))
     running: dict[Future, tuple[_Prepared, float]] = {}
     children: set[subprocess.Popen] = set()
+    echo = run.stream if jobs == 1 else None  # several stages at once: their logs only
     failure: Exception | None = None
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         try:
@@ -235,7 +227,7 @@ def _run_parallel(run: _Run, jobs: int) -> None:
                         continue
                     run.begin(prepared)
                     future = pool.submit(
-                        _run_stage, prepared.stage, prepared.argv, prepared.folder, None, children
+                        _run_stage, prepared.stage, prepared.argv, prepared.folder, echo, children
                     )
                     running[future] = (prepared, time.monotonic())
                 if not running:
