@@ -5,7 +5,7 @@ One interleaved run on one machine: the same weights, quantized in memory per sc
 plans' latency and its ratio to float32, the fraction of plans (and of tokens) equal to
 float32's, ms per decoder forward by width after the prompt's slots, and the bytes of its
 weights as a folder stores them. `--ort-forwards` adds ONNX Runtime's decoder step, float
-against INT8 (export/ort_quant.py), timed the same way — for any model, also one the
+against INT8 by both methods of export/ort_quant.py (blockwise, dynamic), timed the same way — for any model, also one the
 planner cannot run on ONNX Runtime (a Qwen2.5-VL shape: its step graph with plain RoPE, the
 same cost).
 """
@@ -110,7 +110,7 @@ def run_quantized_bench(
     report["weights_bytes"] = sizes
     report["weights_ratio_vs_float32"] = {s: round(sizes[s] / sizes[REFERENCE], 3) for s in schemes}
     if ort_forwards:
-        say("bench quantized: ONNX Runtime decoder step, float32 against INT8")
+        say("bench quantized: ONNX Runtime decoder step, float32 against INT8 (two methods)")
         report["ort_decoder_forwards"] = ort_decoder_forwards(
             planner, widths, P, reps, rounds, planner.config.model.num_threads
         )
@@ -154,30 +154,34 @@ def ort_decoder_forwards(
     planner: Planner, widths: Sequence[int], past: int, reps: int, rounds: int, threads: int
 ) -> dict[str, Any]:
     """Median ms of ONNX Runtime's dynamic decoder step (B = 1, w new tokens after `past`
-    cache slots), float32 and INT8, interleaved; and their logits' largest difference."""
+    cache slots), float32 and INT8 by each method (`int8_blockwise`, `int8_dynamic`),
+    interleaved; and per method its speed-up, its logits' largest difference and argmax
+    agreement with float32."""
     import onnx
     import onnxruntime as ort
 
-    from blockplan.export.ort_quant import quantize_graph
+    from blockplan.export.ort_quant import METHODS, quantize_graph
     from blockplan.export.ort_step import build_step_graph
 
     decoder = decoder_of(planner.model)
     c = decoder.config
     max_len = planner.cache.max_len
     with tempfile.TemporaryDirectory(prefix="blockplan-ortq-") as tmp:
-        float_path, int8_path = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
+        float_path = Path(tmp) / "float.onnx"
+        paths = {REFERENCE: float_path} | {f"int8_{m}": Path(tmp) / f"{m}.onnx" for m in METHODS}
         if decoder.lm_head.weight.dtype != torch.float32:
             decoder = copy.deepcopy(decoder).float()
         graph = build_step_graph(_plain_rope(decoder, max_len), max_len)
         onnx.save(graph, str(float_path), save_as_external_data=True, location="float.data")
         del graph
-        quantize_graph(float_path, int8_path, large=True)
+        for method in METHODS:
+            quantize_graph(float_path, paths[f"int8_{method}"], large=True, method=method)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         sessions = {
             name: ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-            for name, path in ((REFERENCE, float_path), ("int8", int8_path))
+            for name, path in paths.items()
         }
         gen = torch.Generator().manual_seed(0)
         kv = {
@@ -214,18 +218,24 @@ def ort_decoder_forwards(
         n: {str(w): round(float(np.median(t)), 3) for w, t in per.items()}
         for n, per in times.items()
     }
+    variants = [n for n in ms if n != REFERENCE]
     return {
         "past_slots": past,
         "threads": threads,
         "ms": ms,
-        "int8_speedup": {
-            str(w): round(ms[REFERENCE][str(w)] / ms["int8"][str(w)], 3) for w in widths
+        "speedup": {
+            n: {str(w): round(ms[REFERENCE][str(w)] / ms[n][str(w)], 3) for w in widths}
+            for n in variants
         },
-        "int8_logits_max_abs_diff": {
-            str(w): float(np.abs(logits["int8"][w] - logits[REFERENCE][w]).max()) for w in widths
+        "logits_max_abs_diff": {
+            n: {str(w): float(np.abs(logits[n][w] - logits[REFERENCE][w]).max()) for w in widths}
+            for n in variants
         },
-        "int8_argmax_agreement": {
-            str(w): float(np.mean(logits["int8"][w].argmax(-1) == logits[REFERENCE][w].argmax(-1)))
-            for w in widths
+        "argmax_agreement": {
+            n: {
+                str(w): float(np.mean(logits[n][w].argmax(-1) == logits[REFERENCE][w].argmax(-1)))
+                for w in widths
+            }
+            for n in variants
         },
     }
