@@ -110,10 +110,10 @@ def information_table(
     say(f"{'inputs':<26}{'ADE@5s':>8}" + "".join(f"{s[:12]:>13}" for s in names))
     rows = {}
     for variant in variants:
-        net, mean, std = fit_waypoint_mlp(
+        net, scale = fit_waypoint_mlp(
             features(train, variant, num_commands), train.future_xy, steps=steps
         )
-        predicted = predict_waypoints(net, mean, std, features(test, variant, num_commands))
+        predicted = predict_waypoints(net, scale, features(test, variant, num_commands))
         errors = ade_5s(predicted, test.future_xy)
         by = {s: round(float(errors[scenario == s].mean()), 3) for s in names}
         rows[variant] = {"ade_5s": round(float(errors.mean()), 3), "by_scenario": by}

@@ -22,6 +22,22 @@ def test_ego_mlp_fits_speed_to_waypoints(recipe, dataset_dir):
     assert np.abs(pred - data.future_xy[:, 3::4]).mean() < 1.0
 
 
+def test_a_feature_that_hardly_varied_in_training_cannot_blow_up_the_waypoints():
+    from blockplan.train.baselines import Standardizer, fit_waypoint_mlp, predict_waypoints
+
+    rng = np.random.default_rng(0)
+    x = np.stack([rng.uniform(20, 30, 64), 1e-5 * rng.standard_normal(64)], axis=1)
+    future = np.zeros((64, 20, 2))
+    future[:, :, 0] = x[:, :1] * np.linspace(0.25, 5, 20)  # x ahead = speed * t
+    net, scale = fit_waypoint_mlp(x, future, hidden=16, steps=300, lr=1e-2)
+    z = scale(np.array([[25.0, 0.5], [25.0, -0.5], [25.0, 0.0]]))
+    assert np.all(z >= scale.lo) and np.all(z <= scale.hi)  # 0.5 is 50,000 sigma: held at the edge
+    assert np.allclose(scale(x), (x - scale.mean) / scale.std)  # the training data as it was
+    out = predict_waypoints(net, scale, np.array([[25.0, 0.5]]))
+    assert np.abs(out).max() < 200  # metres, not kilometres
+    assert Standardizer.fit(np.ones((4, 1))).std[0] == 1.0  # a constant column: unit scale
+
+
 def test_the_lane_pose_mlp_reads_the_pose_and_a_known_flag(recipe, dataset_dir):
     from blockplan.train.baselines import ego_features
 

@@ -92,13 +92,37 @@ def ego_feature_rows(
     return np.concatenate(parts, axis=-1)
 
 
+@dataclass(frozen=True)
+class Standardizer:
+    """Features to the unit scale an MLP was fitted at: (x - mean) / std, each column held
+    within the range it had in the training data. An MLP cannot extrapolate; a feature that
+    hardly varied in a small training set (std near 0) would otherwise turn an ordinary value
+    at test time into thousands of standard deviations and the waypoints into kilometres."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    lo: np.ndarray  # the training data's smallest standardised value, per column
+    hi: np.ndarray
+
+    @classmethod
+    def fit(cls, x: np.ndarray) -> Standardizer:
+        # A constant column (a flag that is always 1 in the data) keeps unit scale: an input
+        # seen only at serving time (an unknown lane pose) must not become a huge number.
+        mean, std = x.mean(0), x.std(0)
+        std = np.where(std < 1e-6, 1.0, std + 1e-6)
+        z = (x - mean) / std
+        return cls(mean, std, z.min(0), z.max(0))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return np.clip((x - self.mean) / self.std, self.lo, self.hi)
+
+
 @dataclass
 class EgoMLP:
     """A 2-hidden-layer MLP on standardised ego features → (5, 2) waypoints."""
 
     net: nn.Module
-    mean: np.ndarray
-    std: np.ndarray
+    scale: Standardizer
     num_commands: int
     lane_pose: bool = False
     lead: bool = False
@@ -119,8 +143,8 @@ class EgoMLP:
     ) -> EgoMLP:
         """Full-batch AdamW on the L2 loss of the waypoints of `data`."""
         x = ego_features(data, num_commands, lane_pose, lead, beside)
-        net, mean, std = fit_waypoint_mlp(x, data.future_xy, hidden, steps, lr, seed)
-        return cls(net, mean, std, num_commands, lane_pose, lead, beside)
+        net, scale = fit_waypoint_mlp(x, data.future_xy, hidden, steps, lr, seed)
+        return cls(net, scale, num_commands, lane_pose, lead, beside)
 
     def predict(self, data: Examples) -> np.ndarray:
         """(N, 5, 2) waypoints."""
@@ -130,7 +154,7 @@ class EgoMLP:
     @torch.no_grad()
     def predict_features(self, x: np.ndarray) -> np.ndarray:
         """(N, 5, 2) waypoints of (N, F) unstandardised features (`ego_feature_rows`)."""
-        return predict_waypoints(self.net, self.mean, self.std, x)
+        return predict_waypoints(self.net, self.scale, x)
 
 
 def fit_waypoint_mlp(
@@ -140,14 +164,11 @@ def fit_waypoint_mlp(
     steps: int = 2000,
     lr: float = 1e-3,
     seed: int = 0,
-) -> tuple[nn.Module, np.ndarray, np.ndarray]:
-    """(net, mean, std): the ego-status MLP's recipe on any features (standardised, 2 hidden
+) -> tuple[nn.Module, Standardizer]:
+    """(net, scale): the ego-status MLP's recipe on any features (standardised, 2 hidden
     layers, full-batch AdamW on the waypoints' L2 loss), for `EgoMLP` and for studies of
     what an input is worth (scripts/open_loop_information.py)."""
-    # A constant column (a flag that is always 1 in the data) keeps unit scale: an input
-    # seen only at serving time (an unknown lane pose) must not become a huge number.
-    mean, std = x.mean(0), x.std(0)
-    std = np.where(std < 1e-6, 1.0, std + 1e-6)
+    scale = Standardizer.fit(x)
     y = future_xy[:, WAYPOINT_INDEX].reshape(len(x), -1)  # (N, 10)
     torch.manual_seed(seed)
     net = nn.Sequential(
@@ -158,7 +179,7 @@ def fit_waypoint_mlp(
         nn.Linear(hidden, y.shape[1]),
     ).double()
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
-    xt = torch.from_numpy((x - mean) / std)
+    xt = torch.from_numpy(scale(x))
     yt = torch.from_numpy(y.astype(np.float64))
     with single_thread():
         for _ in range(steps):
@@ -166,14 +187,14 @@ def fit_waypoint_mlp(
             opt.zero_grad()
             loss.backward()
             opt.step()
-    return net.eval(), mean, std
+    return net.eval(), scale
 
 
 @torch.no_grad()
-def predict_waypoints(net: nn.Module, mean: np.ndarray, std: np.ndarray, x: np.ndarray):
+def predict_waypoints(net: nn.Module, scale: Standardizer, x: np.ndarray):
     """(N, 5, 2) waypoints of a `fit_waypoint_mlp` net on (N, F) unstandardised features."""
     with single_thread():
-        return net(torch.from_numpy((x - mean) / std)).numpy().reshape(len(x), 5, 2)
+        return net(torch.from_numpy(scale(x))).numpy().reshape(len(x), 5, 2)
 
 
 class EgoMLPPlanner:
