@@ -158,3 +158,20 @@ def test_under_jobs_a_failing_stage_stops_what_reads_it_and_is_raised(tmp_path):
     assert (out / "stages" / "soup" / RECORD).is_file()
     assert not (out / "stages" / "soup2" / RECORD).exists()
     assert not (out / "stages" / "soup3").exists()  # never started: it reads soup2
+
+
+def test_the_card_states_the_margin_over_the_best_blind_bar():
+    from blockplan.recipes.card import _blind_margin
+
+    doc = {
+        "rollouts_n4": {"ade_5s": 1.35},
+        "ego_mlp": {"ade_5s": 1.60, "ade_5s_over_seeds": [1.60, 1.50, 1.70]},
+        "ego_mlp_lane_pose": {"ade_5s": 1.64},
+        "constant_velocity": {"ade_5s": 1.0},  # not an MLP bar: never the one to beat
+    }
+    lines = _blind_margin(doc)
+    assert "over 3 fit seeds: ADE@5s 1.50–1.70 m." in lines[1]
+    assert "10.0 % below the best blind bar (1.50 m" in lines[2]
+    doc["rollouts_n4"]["ade_5s"] = 1.65
+    assert "10.0 % above" in _blind_margin(doc)[2]
+    assert _blind_margin({}) == []

@@ -48,6 +48,11 @@ def test_the_driving_recipe_at_smoke_scale(tmp_path, monkeypatch):
     assert replay["ticks"] > 0 and replay["weights"] == VERIFIED
     card = (model / "MODEL_CARD.md").read_text()
     assert f"| bag | measured | {replay['ticks']} | {replay['plans']} |" in card
+    ol = json.loads((tmp_path / "out" / "stages" / "open-loop" / "metrics.json").read_text())
+    seeds = ol["ego_mlp"]["ade_5s_over_seeds"]
+    assert len(seeds) == 2  # the stage's --mlp-seeds reached the evaluation and the card
+    assert f"The ego-status MLP over 2 fit seeds: ADE@5s {min(seeds):.2f}–" in card
+    assert "the best blind bar (" in card
 
 
 def test_the_robot_recipe_at_smoke_scale(tmp_path, monkeypatch):

@@ -145,6 +145,7 @@ def _open_loop(doc: dict[str, Any], model: str) -> list[str]:
         if m:
             fails = m.get("parse_failures", "–")
             lines.append(f"| {label} | {_f(m['ade_5s'])} | {_f(m['ade_3s'])} | {fails} |")
+    lines += _blind_margin(doc)
     per = doc.get("rollouts_n4", {}).get("ade_5s_by_scenario") or {}
     if per:
         scen = sorted(per)
@@ -155,6 +156,31 @@ def _open_loop(doc: dict[str, Any], model: str) -> list[str]:
             if m:
                 lines.append(f"| {label} | " + " | ".join(_f(m.get(s)) for s in scen) + " |")
     return lines + [""]
+
+
+def _blind_margin(doc: dict[str, Any]) -> list[str]:
+    """The ego-status MLP's spread over its fit seeds (`eval --mlp-seeds`), and how far the
+    model's N = 4 rollouts are below the best blind bar: the smallest ADE@5s of every MLP
+    row and every seed."""
+    seeds = doc.get("ego_mlp", {}).get("ade_5s_over_seeds") or []
+    model = doc.get("rollouts_n4", {}).get("ade_5s")
+    bars = [doc[k]["ade_5s"] for k, _ in BASELINES if k.startswith("ego_mlp") and k in doc]
+    bars += seeds
+    lines = [""]
+    if len(seeds) > 1:
+        lines.append(
+            f"The ego-status MLP over {len(seeds)} fit seeds: ADE@5s {_f(min(seeds))}–"
+            f"{_f(max(seeds))} m."
+        )
+    if model is not None and bars:
+        best = min(bars)
+        below = (best - model) / best * 100
+        side = f"{below:.1f} % below" if below >= 0 else f"{-below:.1f} % above"
+        lines.append(
+            f"Model, N = 4: {side} the best blind bar ({_f(best)} m, the smallest ADE@5s of "
+            "the MLP rows and seeds)."
+        )
+    return lines if len(lines) > 1 else []
 
 
 def _closed_loop(doc: dict[str, Any]) -> list[str]:
