@@ -53,6 +53,7 @@ def test_the_driving_recipe_at_smoke_scale(tmp_path, monkeypatch):
     assert len(seeds) == 2  # the stage's --mlp-seeds reached the evaluation and the card
     assert f"The ego-status MLP over 2 fit seeds: ADE@5s {min(seeds):.2f}–" in card
     assert "the best blind bar (" in card
+    assert "samples of the val split" in card and "samples of the test split" in card
 
 
 def test_the_robot_recipe_at_smoke_scale(tmp_path, monkeypatch):

@@ -112,7 +112,7 @@ def _evaluation(result: StageResult, scale: str) -> list[str]:
     model = _shown(args.get("model", ""))
     head = [f"### {name}{about}", ""]
     if run == "eval":
-        return head + _open_loop(_read(result.output), model)
+        return head + _open_loop(_read(result.output), model, str(args.get("split", "test")))
     if run == "closed-loop":
         doc = _read(result.output)
         if doc.get("run", {}).get("embodiment") == "robot":
@@ -131,10 +131,11 @@ def _f(value: Any, digits: int = 2) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-def _open_loop(doc: dict[str, Any], model: str) -> list[str]:
+def _open_loop(doc: dict[str, Any], model: str, split: str = "test") -> list[str]:
     n = doc.get("model", {}).get("num_samples")
     lines = [
-        f"Open loop on {n} samples of the test split (`blockplan eval`{', ' + model if model else ''}).",
+        f"Open loop on {n} samples of the {split} split (`blockplan eval`"
+        f"{', ' + model if model else ''}).",
         "",
         "| planner | ADE@5s (m) | ADE@3s (m) | parse failures |",
         "|---|---|---|---|",
