@@ -175,3 +175,40 @@ def test_the_card_states_the_margin_over_the_best_blind_bar():
     doc["rollouts_n4"]["ade_5s"] = 1.65
     assert "10.0 % above" in _blind_margin(doc)[2]
     assert _blind_margin({}) == []
+
+
+def test_a_continued_stage_counts_its_interrupted_time_and_keeps_its_log(tmp_path, monkeypatch):
+    import dataclasses
+    import os
+
+    from blockplan.recipes import runner
+    from blockplan.recipes.stages import KINDS
+
+    monkeypatch.setitem(KINDS, "average", dataclasses.replace(KINDS["average"], resumable=True))
+    path, out = _recipe(tmp_path), tmp_path / "out"
+    _run(path, out)
+    folder = out / "stages" / "soup2"
+    record = json.loads((folder / RECORD).read_text())
+    # as if the first run had been stopped 600 s after it started: started, no record
+    (folder / RECORD).unlink()
+    expected = {k: v for k, v in record.items() if k not in ("run_id", "seconds")}
+    (folder / runner.STARTED).write_text(json.dumps(expected))
+    (folder / runner.LOG).write_text("the interrupted run's output\n")
+    now = os.stat(folder / runner.LOG).st_mtime
+    os.utime(folder / runner.STARTED, (now - 1000, now - 1000))
+    os.utime(folder / runner.LOG, (now - 400, now - 400))
+    results, said = _run(path, out)
+    assert "soup2 (average) (continuing)" in said and "in all)" in said
+    assert 600 <= results[1].seconds < 660
+    assert json.loads((folder / RECORD).read_text())["seconds"] == round(results[1].seconds, 1)
+    log = (folder / runner.LOG).read_text()
+    assert log.startswith("the interrupted run's output\n") and "recipe average" in log
+
+
+def test_the_card_writes_settings_as_the_command_line_takes_them():
+    from blockplan.recipes.card import _short
+
+    item = ("set", {"ego-tokens": 4, "ego-lead": True, "tower-data": None})
+    assert _short(item, set()) == (
+        "`--set ego-tokens=4` `--set ego-lead=true` `--set tower-data=null`"
+    )

@@ -97,10 +97,19 @@ def _shown(value: Any) -> str:
     return REFERENCE.sub(lambda m: f"stage {m.group(1)}", str(value))
 
 
+def _scalar(value: Any) -> str:
+    """A recipe value as YAML writes it (true, null, 4)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
+
+
 def _short(item: tuple[str, Any], positional: set[str]) -> str:
     key, value = item
     if value is True:
         return f"`--{key}`"
+    if isinstance(value, dict):  # `set: {name: value}`: one `--set name=value` each
+        return " ".join(f"`--{key} {k}={_scalar(v)}`" for k, v in value.items())
     text = " ".join(map(str, value)) if isinstance(value, list) else str(value)
     return f"`{text}`" if key in positional else f"`--{key} {text}`"
 

@@ -34,6 +34,7 @@ log = logging.getLogger("blockplan.recipe")
 RECORD = "stage.json"  # written when the stage finished and its output verified
 STARTED = "stage.started.json"  # written when it started: what a rerun may continue
 LOG = "stage.log"
+BEFORE = "stage.before.json"  # a continued stage: the seconds its interrupted runs took
 
 
 @dataclass
@@ -94,6 +95,7 @@ class _Prepared:
     argv: list[str]
     expected: dict[str, Any]
     head: str
+    before: float = 0.0  # seconds of the earlier, interrupted runs of a continued stage
 
 
 class _Run:
@@ -153,7 +155,11 @@ class _Run:
             shutil.rmtree(p.folder)  # a changed, forced or unresumable stage starts clean
         p.folder.mkdir(parents=True, exist_ok=True)
         (p.folder / RECORD).unlink(missing_ok=True)
-        resumed = " (continuing)" if (p.folder / STARTED).is_file() else ""
+        resumed = ""
+        if (p.folder / STARTED).is_file():
+            resumed = " (continuing)"
+            p.before = _seconds_before(p.folder)
+            (p.folder / BEFORE).write_text(json.dumps({"seconds": round(p.before, 1)}) + "\n")
         (p.folder / STARTED).write_text(json.dumps(p.expected, indent=2) + "\n")
         self.say(f"{p.head}{resumed}: log {p.folder / LOG}")
 
@@ -165,12 +171,14 @@ class _Run:
                 f"stage {p.stage.name!r} finished but its output does not verify "
                 f"({kind.output(p.folder)}); see {p.folder / LOG}"
             )
-        record = {**p.expected, "run_id": uuid.uuid4().hex, "seconds": round(seconds, 1)}
+        total = seconds + p.before
+        record = {**p.expected, "run_id": uuid.uuid4().hex, "seconds": round(total, 1)}
         (p.folder / RECORD).write_text(json.dumps(record, indent=2) + "\n")
         self.records[p.stage.name] = record
-        self.say(f"{p.head}: done in {seconds / 60:.1f} min")
+        earlier = f" ({total / 60:.1f} in all)" if p.before else ""
+        self.say(f"{p.head}: done in {seconds / 60:.1f} min{earlier}")
         self.results[p.index] = StageResult(
-            p.stage, p.folder, kind.output(p.folder), p.argv, seconds, False
+            p.stage, p.folder, kind.output(p.folder), p.argv, total, False
         )
 
     def say(self, line: str) -> None:
@@ -262,21 +270,32 @@ def _check_scale(out: Path, scale: str) -> None:
     path.write_text(json.dumps({"scale": scale}) + "\n")
 
 
+def _seconds_before(folder: Path) -> float:
+    """A continued stage's seconds so far: its earlier runs' (`BEFORE`) and the interrupted
+    one's, from its start (the mtime of `STARTED`) to its log's last write."""
+    before = float((_read_json(folder / BEFORE) or {}).get("seconds", 0.0))
+    log, started = folder / LOG, folder / STARTED
+    if log.is_file():
+        before += max(0.0, log.stat().st_mtime - started.stat().st_mtime)
+    return before
+
+
 def _run_stage(
     stage: Stage, argv: list[str], folder: Path, stream, children: set | None = None
 ) -> None:
     """Run the stage's command into its log (and `stream`, unless None); `children` holds
-    the child process while it runs (for Ctrl-C under `--jobs`)."""
+    the child process while it runs (for Ctrl-C under `--jobs`). A continued stage's log
+    keeps what its earlier runs wrote."""
     kind = KINDS[stage.run]
     if kind.command is None:
         parser, operation = OPERATIONS[stage.run]
-        with open(folder / LOG, "w") as log_file:
+        with open(folder / LOG, "a") as log_file:
             log_file.write(f"recipe {stage.run} {' '.join(map(str, argv))}\n")
             operation(parser().parse_args([str(a) for a in argv]))
         return
     command = [sys.executable, "-m", "blockplan.cli", kind.command, *map(str, argv)]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    with open(folder / LOG, "wb") as log_file:
+    with open(folder / LOG, "ab") as log_file:
         log_file.write(("$ blockplan " + " ".join(command[3:]) + "\n").encode())
         log_file.flush()
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
