@@ -1,4 +1,5 @@
-"""ONNX Runtime INT8: the exported decoder step with its weight matmuls in 8 bits.
+"""ONNX Runtime INT8: the exported decoder step with its weight matmuls in 8 bits (ORT >= 1.22:
+its x86 kernel for 8-bit MatMulNBits).
 
 `quantize_export(folder)` rewrites an export folder's dynamic decoder graph
 (`decoder_dynamic.onnx`): every MatMul whose second input is a weight (q/k/v, o, gate/up,
