@@ -130,6 +130,7 @@ KINDS: dict[str, Kind] = {
             output=lambda d: d / "dataset",
             owned=_out,
             verify=lambda d: _json_ok(d / "dataset" / "manifest.json"),
+            resumable=True,  # a bag that exists is kept (sim/robot_demos.py)
         ),
         Kind(
             "robot-scenes",
@@ -137,6 +138,7 @@ KINDS: dict[str, Kind] = {
             output=lambda d: d,
             owned=_out,
             verify=lambda d: _json_ok(d / "manifest.json"),
+            resumable=True,  # a shard that exists is kept (sim/scene_frames.py)
         ),
         Kind(
             "simulate",
