@@ -14,6 +14,11 @@ import numpy as np
 NS_PER_S = 1_000_000_000
 # The navigation command when none was received (/planning/route_command): follow the lane.
 DEFAULT_ROUTE_COMMAND = "lane_follow"
+# Arc lengths along the planned route from the ego's projection (m) at which the planner
+# reads the route ahead (`Observation.route_ahead`, blockplan.trajectory.route): the
+# roundabout's entry S-curve is within the first 30 m, an intersection's turn within 45 m,
+# 60 m is two seconds on the highway.
+ROUTE_AHEAD_M = (5.0, 10.0, 20.0, 30.0, 45.0, 60.0)
 
 CRITICAL_OBJECT_KEYS: tuple[str, ...] = (
     "nearby_vehicle",
@@ -120,6 +125,9 @@ class Observation:
     side from the map, gap to the nearest car ahead in the lane line on that side in m, its
     speed in m/s, gap to the nearest car behind, its speed) from the map and the tracker; a
     gap is infinite when no car is there, NaN lanes or gaps where unknown; None when unknown.
+    route_ahead: where the planned route is `ROUTE_AHEAD_M` metres along it from the ego, as
+    (x, y) points in the ego frame at t0 (`blockplan.trajectory.route`), from the router's
+    path; None when unknown.
     """
 
     stamp_ns: int
@@ -129,6 +137,7 @@ class Observation:
     lane_pose: tuple[float, float] | None = None
     lead: tuple[float, float] | None = None
     beside: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    route_ahead: tuple[tuple[float, float], ...] | None = None
 
 
 @dataclass(frozen=True)

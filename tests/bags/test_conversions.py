@@ -24,6 +24,8 @@ from blockplan.bags import (
     odometry_to_ego,
     path_to_arrays,
     reasoning_to_msg,
+    route_from_msg,
+    route_to_msg,
     static_frames_to_tf,
     tf_to_poses,
     time_to_ns,
@@ -105,6 +107,25 @@ def test_trajectory_to_path_round_trip() -> None:
     np.testing.assert_allclose(t, traj.t, atol=1e-9)
     np.testing.assert_allclose(xy, traj.xy)
     np.testing.assert_allclose(yaw, traj.yaw, atol=1e-12)
+
+
+def test_route_path_round_trip_and_frame() -> None:
+    """The router's nav_msgs/Path: the points come back as written, each pose heading to
+    the next; a path in another frame than odom is refused, not guessed at."""
+    ns = TypestoreMessages()
+    angles = np.linspace(0.0, 1.5, 30)
+    path = np.stack([20 * np.sin(angles), 20 - 20 * np.cos(angles)], axis=-1) + [100.0, -7.0]
+    msg = route_to_msg(ns, 1_500_000_000, path, "odom")
+    assert msg.header.frame_id == "odom" and len(msg.poses) == 30
+    stamp, got = route_from_msg(msg, "odom")
+    assert stamp == 1_500_000_000
+    np.testing.assert_allclose(got, path)
+    q = msg.poses[0].pose.orientation
+    assert math.atan2(2 * q.w * q.z, 1 - 2 * q.z * q.z) == pytest.approx(
+        math.atan2(*(path[1] - path[0])[::-1]), abs=1e-9
+    )
+    with pytest.raises(ValueError, match="frame 'map'"):
+        route_from_msg(route_to_msg(ns, 1, path, "map"), "odom")
 
 
 def test_rollout_markers_delete_all_when_count_shrinks() -> None:

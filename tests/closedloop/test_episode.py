@@ -163,13 +163,14 @@ def test_a_random_init_model_drives_through_the_runtime(config, rig):
 class _ReadsEveryInput:
     """Constant velocity that asks for every optional input and keeps what it was given."""
 
-    reads_lane_pose = reads_lead = reads_beside = True
+    reads_lane_pose = reads_lead = reads_beside = reads_route = True
 
     def __init__(self, inner):
         self.inner, self.seen = inner, []
 
     def plan(self, observation):
-        self.seen.append((observation.lane_pose, observation.lead, observation.beside))
+        o = observation
+        self.seen.append((o.lane_pose, o.lead, o.beside, o.route_ahead))
         return self.inner.plan(observation)
 
     def reset(self):
@@ -177,7 +178,8 @@ class _ReadsEveryInput:
 
 
 @pytest.mark.parametrize(
-    "hidden", [(), ("lane-pose",), ("lead", "beside"), ("lane-pose", "lead", "beside")]
+    "hidden",
+    [(), ("lane-pose",), ("lead", "beside"), ("lane-pose", "lead", "beside"), ("route",)],
 )
 def test_hidden_inputs_never_reach_the_planner(config, rig, hidden):
     spec = EpisodeSpec(
@@ -186,10 +188,36 @@ def test_hidden_inputs_never_reach_the_planner(config, rig, hidden):
     planner = _ReadsEveryInput(load_model("constant-velocity", config))
     run_planner_episode(spec, "constant_velocity", planner, config, rig)
     assert planner.seen
-    lane, lead, beside = zip(*planner.seen, strict=True)
+    lane, lead, beside, route = zip(*planner.seen, strict=True)
     assert all((v is None) == ("lane-pose" in hidden) for v in lane)
     assert all((v is None) == ("lead" in hidden) for v in lead)
     assert all((v is None) == ("beside" in hidden) for v in beside)
+    assert all((v is None) == ("route" in hidden) for v in route)
+
+
+def test_the_route_ahead_in_closed_loop_is_what_the_data_set_records(config, rig):
+    """A planner that reads the route gets, at each plan, the route ahead computed from the
+    world's route path as the data set computes it from a log (sim/labels.py), and at the
+    roundabout it bends."""
+    from blockplan.closedloop import ClosedLoopWorld
+    from blockplan.trajectory import Pose2D
+    from blockplan.trajectory.route import route_ahead
+
+    spec = EpisodeSpec(get_scenario("roundabout"), seed=0, duration_s=4.0)
+    planner = _ReadsEveryInput(load_model("constant-velocity", config))
+    run_planner_episode(spec, "constant_velocity", planner, config, rig)
+    routes = [seen[3] for seen in planner.seen]
+    assert routes and all(r is not None for r in routes)
+    assert max(abs(r[-1][1]) for r in routes) > 10.0  # the ring turns away from straight
+    world = ClosedLoopWorld(get_scenario("roundabout"), 0)
+    try:
+        while world.t < -1e-9:  # the expert's warm-up, to t = 0: the first plan's instant
+            world.step()
+        e = world.ego_pose()
+        want = route_ahead(world.route_path(), Pose2D(e.x, e.y, e.yaw))
+    finally:
+        world.close()
+    np.testing.assert_allclose(routes[0], want, atol=1e-9)
 
 
 def test_an_unknown_hidden_input_is_refused():

@@ -470,8 +470,50 @@ def test_an_encoder_with_the_lanes_beside_reads_lanes_and_cars_and_knows_what_is
     assert layout.beside.shape == (2, 5) and np.isnan(layout.beside).all()
 
 
-KEYWORDS = {"lane_pose": "lane_input", "lead": "lead_input", "beside": "beside_input"}
+def test_an_encoder_with_the_route_reads_its_direction_and_knows_when_it_is_missing(tmp_path):
+    """`route`: a known flag, then each point over its distance along the route, as
+    ROUTE_INPUTS inputs after all the others; a route with a NaN, or None, is unknown."""
+    from blockplan.model.ego import ROUTE_INPUTS, route_inputs
+    from blockplan.types import ROUTE_AHEAD_M
+
+    d = torch.tensor(ROUTE_AHEAD_M, dtype=torch.float64)
+    straight = torch.stack([d, torch.zeros_like(d)], -1)
+    turn = torch.stack([d * 0.8, d * 0.6], -1)  # 37° to the left all along
+    partial = straight.clone()
+    partial[2, 1] = float("nan")
+    got = route_inputs(torch.stack([straight, turn, partial]), (3,))
+    assert got.shape == (3, ROUTE_INPUTS) == (3, 1 + 2 * len(ROUTE_AHEAD_M))
+    torch.testing.assert_close(got[0], torch.tensor([1.0] + [1.0, 0.0] * len(d), dtype=got.dtype))
+    torch.testing.assert_close(got[1], torch.tensor([1.0] + [0.8, 0.6] * len(d), dtype=got.dtype))
+    torch.testing.assert_close(got[2], torch.zeros(ROUTE_INPUTS, dtype=got.dtype))
+    torch.testing.assert_close(route_inputs(None, (2,)), torch.zeros(2, ROUTE_INPUTS))
+    with pytest.raises(ValueError, match="route_ahead shape"):
+        route_inputs(torch.zeros(2, 3, 2), (2,))
+
+    recipe = Recipe.build("test", CAMERAS, 2, ego_tokens=4, ego_route=True)
+    model = PlannerModel(recipe.model_config).eval()
+    assert model.ego_encoder.net[0].in_features == 3 * 6 + ROUTE_INPUTS
+    model.save_pretrained(tmp_path / "route", tokenizer_json=recipe.tokenizer.to_str())
+    raw = json.loads((tmp_path / "route" / "config.json").read_text())
+    assert raw["ego_encoder"]["route"] is True
+    assert load_pretrained(tmp_path / "route").config == model.config
+    plain = Recipe.build("test", CAMERAS, 2, ego_tokens=4).model_config.to_dict()
+    assert "route" not in plain["ego_encoder"]  # old folders unchanged
+    with pytest.raises(ModelConfigError, match="route"):
+        EgoEncoderConfig(route=1)
+    layout = _render(recipe, _history(0))
+    assert layout.route_ahead.shape == (len(ROUTE_AHEAD_M), 2)
+    assert np.isnan(layout.route_ahead).all()
+
+
+KEYWORDS = {
+    "lane_pose": "lane_input",
+    "lead": "lead_input",
+    "beside": "beside_input",
+    "route_ahead": "route_input",
+}
 BESIDE = ((2.0, 14.0, 21.0, 9.5, 19.0), (1.0, float("inf"), float("nan"), 30.0, 22.0))
+ROUTE = ((5.0, 0.1), (10.0, 0.4), (19.8, 1.9), (29.0, 5.5), (41.0, 14.0), (50.0, 28.0))
 
 
 @pytest.mark.parametrize(
@@ -480,8 +522,9 @@ BESIDE = ((2.0, 14.0, 21.0, 9.5, 19.0), (1.0, float("inf"), float("nan"), 30.0, 
         {"lane_pose": (-0.6, 0.04)},
         {"lane_pose": (-0.6, 0.04), "lead": (23.5, 17.25)},
         {"lane_pose": (-0.6, 0.04), "lead": (23.5, 17.25), "beside": BESIDE},
+        {"lane_pose": (-0.6, 0.04), "lead": (23.5, 17.25), "beside": BESIDE, "route_ahead": ROUTE},
     ],
-    ids=["lane_pose", "lane_pose_and_lead", "lane_pose_lead_and_beside"],
+    ids=["lane_pose", "lane_pose_and_lead", "lane_pose_lead_and_beside", "and_route"],
 )
 def test_training_and_serving_give_the_encoder_the_same_optional_inputs(inputs):
     """Planner.embed of an Observation with a lane pose (and a car ahead) equals
@@ -496,6 +539,7 @@ def test_training_and_serving_give_the_encoder_the_same_optional_inputs(inputs):
     config = PlannerConfig()
     names = tuple(config.camera_names)
     reads_lead, reads_beside = "lead" in inputs, "beside" in inputs
+    reads_route = "route_ahead" in inputs
     recipe = Recipe.build(
         "test",
         names,
@@ -504,13 +548,14 @@ def test_training_and_serving_give_the_encoder_the_same_optional_inputs(inputs):
         ego_lane_pose=True,
         ego_lead=reads_lead,
         ego_beside=reads_beside,
+        ego_route=reads_route,
     )
     torch.manual_seed(0)
     model = PlannerModel(recipe.model_config).eval()
     torch.nn.init.normal_(model.ego_encoder.net[0].weight, std=0.5)
     planner = Planner(model, recipe.tokenizer, config, recipe.schema)
     assert planner.reads_lane_pose and planner.reads_lead == reads_lead
-    assert planner.reads_beside == reads_beside
+    assert planner.reads_beside == reads_beside and planner.reads_route == reads_route
     vision = recipe.model_config.vision
     size = (vision.image_height, vision.image_width)
     obs = synthetic_observation(config, seed=3, size=size, schema=recipe.schema)
@@ -538,3 +583,4 @@ def test_training_and_serving_give_the_encoder_the_same_optional_inputs(inputs):
     plain = Recipe.build("test", names, 2, ego_tokens=4)
     bare = Planner(PlannerModel(plain.model_config), plain.tokenizer, config)
     assert not bare.reads_lane_pose and not bare.reads_lead and not bare.reads_beside
+    assert not bare.reads_route

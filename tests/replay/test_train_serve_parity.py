@@ -3,8 +3,9 @@ prompt training saw for the same instant (a `blockplan dataset` sample), token f
 (and, for a numeric ego encoder, the history rows it reads, to float32 precision, the
 lane pose an encoder with `lane_pose` reads, from /localization/lane_pose, and the car
 ahead an encoder with `lead` reads, from /perception/lead_vehicle; the data set rounds that
-one to 0.01 m and 0.01 m/s; and the lanes beside an encoder with `beside` reads, from
-/perception/lanes_beside).
+one to 0.01 m and 0.01 m/s; the lanes beside an encoder with `beside` reads, from
+/perception/lanes_beside; and the route ahead an encoder with `route` reads, from the
+router's path on /planning/route, to the data set's float32).
 
 Both come from the CLI: `blockplan dataset` writes the sample (ego history from the recorded
 states, sim/labels.py; frames `frame_period_s` apart), `blockplan simulate` writes the same
@@ -85,10 +86,17 @@ def episode(tmp_path_factory):
 
 
 def _replayed(
-    bag: Path, schema, reads_lane_pose: bool, reads_lead: bool = False, reads_beside: bool = False
+    bag: Path,
+    schema,
+    reads_lane_pose: bool,
+    reads_lead: bool = False,
+    reads_beside: bool = False,
+    reads_route: bool = False,
 ) -> dict:
     config = load_config(default_params_path())
-    observations = bag_observations(bag, config, schema, reads_lane_pose, reads_lead, reads_beside)
+    observations = bag_observations(
+        bag, config, schema, reads_lane_pose, reads_lead, reads_beside, reads_route
+    )
     return {o.stamp_ns: o for o in observations}
 
 
@@ -101,6 +109,7 @@ def _replayed(
         "ego encoder with lane pose",
         "ego encoder with lane pose and lead",
         "ego encoder with lane pose, lead and lanes beside",
+        "ego encoder with lane pose, lead, lanes beside and route",
     ],
 )
 def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
@@ -126,13 +135,15 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
             ego_lane_pose="lane pose" in which,
             ego_lead="lead" in which,
             ego_beside="beside" in which,
+            ego_route="route" in which,
         )
     examples = load_shards(data, entry["split"], recipe, with_images=False)
     encoder = recipe.model_config.ego_encoder
     reads_lane_pose = encoder is not None and encoder.lane_pose
     reads_lead = encoder is not None and encoder.lead
     reads_beside = encoder is not None and encoder.beside
-    seen = _replayed(bag, recipe.schema, reads_lane_pose, reads_lead, reads_beside)
+    reads_route = encoder is not None and encoder.route
+    seen = _replayed(bag, recipe.schema, reads_lane_pose, reads_lead, reads_beside, reads_route)
     shard = load_shard(data / entry["shard"])
     mc = recipe.model_config
     assert len(examples) == 4
@@ -182,6 +193,11 @@ def test_replayed_prompt_equals_the_training_prompt(episode, which, repo_root):
             )
         else:
             assert observation.beside is None
+        if reads_route:  # the router's path read at t0 is the sample's route ahead
+            assert np.isfinite(examples.route_ahead[i]).all()
+            np.testing.assert_allclose(layout.route_ahead, examples.route_ahead[i], atol=1e-4)
+        else:
+            assert observation.route_ahead is None
         assert observation.route_command == str(shard["route_command"][i])
         # The frame window: the same stamps (trained spacing) and the same pixels.
         names = [str(n) for n in shard["camera_names"]]

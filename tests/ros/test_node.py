@@ -29,6 +29,7 @@ from blockplan.bags import (
     encode_image,
     lane_pose_to_msg,
     lead_to_msg,
+    route_to_msg,
 )
 from blockplan.ros.interfaces import CAMERA_QOS
 from blockplan.ros.node import PlannerNode
@@ -39,6 +40,8 @@ SPEED = 5.0
 # The lanes beside: one lane to the left with a car 14.5 m ahead at 6 m/s, none to the right;
 # the runtime keeps no speed for a car that is not there.
 BESIDE = np.array([[1.0, 14.5, 6.0, np.inf, 0.0], [0.0, np.inf, 0.0, np.inf, 0.0]])
+# The router's path: straight on along odom's x, 1 m to the left of the ego's line.
+ROUTE = np.stack([np.arange(-10.0, 200.0, 2.0), np.ones(105)], axis=-1)
 BESIDE_KEPT = np.array([[1.0, 14.5, 6.0, np.inf, np.nan], [0.0, np.inf, np.nan, np.inf, np.nan]])
 
 
@@ -85,6 +88,7 @@ class Vehicle(Node):
         self.beside_pub = self.create_publisher(
             cls("std_msgs/msg/Float64MultiArray"), "perception/lanes_beside", 10
         )
+        self.route_pub = self.create_publisher(cls("nav_msgs/msg/Path"), "planning/route", 10)
         self.paths: list[tuple[float, object]] = []
         self.reasoning: list[dict] = []
         self.diagnostics: list[object] = []
@@ -124,6 +128,7 @@ class Vehicle(Node):
         self.lane_pub.publish(lane_pose_to_msg(self.ns, now, 0.4, -0.02))
         self.lead_pub.publish(lead_to_msg(self.ns, now, 35.0, 12.0, "base_link"))
         self.beside_pub.publish(beside_to_msg(self.ns, BESIDE))
+        self.route_pub.publish(route_to_msg(self.ns, now, ROUTE, "odom"))
 
 
 def _spin(context, nodes):
@@ -165,6 +170,9 @@ def test_active_node_publishes_a_path_at_the_control_rate(context):
         stamp, beside = planner._runtime.besides.newest()
         assert stamp > vehicle.start_ns
         np.testing.assert_array_equal(np.asarray(beside), BESIDE_KEPT)
+        stamp, route = planner._runtime.routes.newest()  # and the router's path, in odom
+        assert stamp > vehicle.start_ns
+        np.testing.assert_allclose(route, ROUTE)
 
         assert planner.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
         assert gc.get_freeze_count() == 0

@@ -362,10 +362,18 @@ def test_thread_worker_live_mode() -> None:
 
 class InputsPlanner(ConstantVelocityPlanner):
     """A planner whose model reads the optional inputs asked for (the lane pose, the car
-    ahead, the lanes beside); keeps every observation it was asked to plan."""
+    ahead, the lanes beside, the route ahead); keeps every observation it was asked to plan."""
 
-    def __init__(self, *, lane_pose: bool = False, lead: bool = False, beside: bool = False):
+    def __init__(
+        self,
+        *,
+        lane_pose: bool = False,
+        lead: bool = False,
+        beside: bool = False,
+        route: bool = False,
+    ):
         self.reads_lane_pose, self.reads_lead, self.reads_beside = lane_pose, lead, beside
+        self.reads_route = route
         self.seen: list[Observation] = []
 
     def plan(self, observation: Observation) -> Plan:
@@ -502,6 +510,50 @@ def test_a_planner_that_does_not_read_the_lanes_beside_gets_them_only_for_the_la
         assert (planner.seen[-1].beside is not None) == enabled
         assert runtime.metrics()["requests_without_beside"] == 0
         assert "blockplan: lanes beside" not in {s.name for s in runtime.diagnostics()}
+
+
+def test_the_route_goes_to_a_planner_that_reads_it_as_points_ahead_of_the_ego() -> None:
+    """The router's path (odom) is read at each request from the ego's pose then: the points
+    `ROUTE_AHEAD_M` along it in the ego frame, so the same path gives nearer points as the
+    ego drives on; it stays good for max_route_age_s, a path the ego is far from is not
+    read, a malformed one is rejected and counted; diagnostics report its age and size."""
+    from blockplan.types import ROUTE_AHEAD_M
+
+    planner = InputsPlanner(route=True)
+    runtime, drive = _runtime("ideal", planner=planner)
+    xs = np.arange(-20.0, 200.0, 2.0)
+    path = np.stack([xs, np.full_like(xs, 1.0)], axis=-1)  # a lane centre 1 m to the left
+    drive.step()  # t = 1.1 s: no route yet
+    runtime.on_route(drive.t + 100 * MS, path)  # stamped 1.2 s
+    drive.run(10)  # 1.2-2.1 s: at most 0.9 s old
+    drive.step()  # 2.2 s: 1.0 s old, still good
+    drive.step()  # 2.3 s: too old
+    seen = [o.route_ahead for o in planner.seen]
+    assert seen[0] is None and seen[-1] is None and len(seen) == 13
+    for got in seen[1:-1]:
+        np.testing.assert_allclose(got, [(d, 1.0) for d in ROUTE_AHEAD_M], atol=1e-9)
+    assert runtime.metrics()["requests_without_route"] == 2
+    status = {s.name: s for s in runtime.diagnostics()}["blockplan: route"]
+    assert status.level == 1 and "planning without it" in status.message
+    runtime.on_route(drive.t, path + [0.0, 50.0])  # a path 50 m to the side: not the ego's
+    drive.step()
+    assert planner.seen[-1].route_ahead is None
+    status = {s.name: s for s in runtime.diagnostics()}["blockplan: route"]
+    assert status.level == 0 and status.values["points"] == len(path)
+    bad = [np.zeros((1, 2)), np.zeros((5, 3)), np.array([[0.0, 0.0], [np.nan, 1.0]])]
+    for value in bad:
+        runtime.on_route(drive.t, value)
+    assert runtime.metrics()["route_invalid"] == len(bad)
+
+
+def test_a_planner_that_does_not_read_the_route_never_gets_it():
+    planner = InputsPlanner(lead=True)
+    runtime, drive = _runtime("ideal", planner=planner)
+    runtime.on_route(drive.t + 100 * MS, np.array([[0.0, 0.0], [100.0, 0.0]]))
+    drive.step()
+    assert planner.seen[-1].route_ahead is None
+    assert runtime.metrics()["requests_without_route"] == 0
+    assert "blockplan: route" not in {s.name for s in runtime.diagnostics()}
 
 
 class SwervingPlanner(ConstantVelocityPlanner):

@@ -15,6 +15,7 @@ from blockplan.sim.topics import (
     LANE_POSE_TOPIC,
     LEAD_TOPIC,
     ODOM_TOPIC,
+    ROUTE_TOPIC,
     TF_STATIC_TOPIC,
     TF_TOPIC,
     TOPIC_TYPES,
@@ -92,6 +93,15 @@ def test_mcap_bag_decodes_with_the_independent_mcap_reader(tmp_path, capsys) -> 
         assert img.header.frame_id == f"camera_{cam}_optical"
         assert len(img.data) == img.step * img.height
     assert counts[GT_PATH_TOPIC] == 11 and counts[GT_LABELS_TOPIC] == 11
+    # The router's path with every camera tick, in odom: from 10 m behind the ego to 120 m
+    # ahead, through the ego's lane centre.
+    route = first[ROUTE_TOPIC]
+    assert counts[ROUTE_TOPIC] == 11 and route.header.frame_id == "odom"
+    assert len(route.poses) == 66
+    odom_now = first[ODOM_TOPIC].pose.pose.position
+    xy = np.array([[p.pose.position.x, p.pose.position.y] for p in route.poses])
+    nearest = np.linalg.norm(xy - [odom_now.x, odom_now.y], axis=1)
+    assert nearest.min() < 2.5 and int(np.argmin(nearest)) == 5
     path = first[GT_PATH_TOPIC]
     assert len(path.poses) == 20 and path.header.frame_id == "base_link"
     label = json.loads(first[GT_LABELS_TOPIC].data)

@@ -10,7 +10,13 @@ import pytest
 
 from blockplan.schema import default_schema, ego_history_array
 from blockplan.train.recipe import Recipe
-from blockplan.types import CRITICAL_OBJECT_KEYS, EgoState, Lateral, Longitudinal
+from blockplan.types import (
+    CRITICAL_OBJECT_KEYS,
+    ROUTE_AHEAD_M,
+    EgoState,
+    Lateral,
+    Longitudinal,
+)
 
 CAMERAS = ("front", "rear")
 NUM_FRAMES = 2
@@ -67,6 +73,8 @@ def write_shard(
                 [5.0 + 3.0 * i, speed + 1.0, np.inf, np.nan],
                 [np.inf, np.nan, 8.0 + seed, speed - 1.0],
             ],
+            # the route ahead bends left more with every sample
+            "route_ahead": [[d, 0.002 * i * d * d] for d in ROUTE_AHEAD_M],
         }
         for k, v in row.items():
             cols.setdefault(k, []).append(v)

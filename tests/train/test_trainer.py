@@ -10,6 +10,7 @@ from blockplan.train.distributed import parameter_digest
 from blockplan.train.examples import load_shards
 from blockplan.train.recipe import Recipe
 from blockplan.train.trainer import TrainConfig, Trainer, TrainError
+from blockplan.types import ROUTE_AHEAD_M
 
 from .conftest import CAMERAS, NUM_FRAMES
 
@@ -348,7 +349,8 @@ def _new_inputs_start_silent_then_train(source, target, folder, train, batch_key
     assert weight.shape[1] == theirs.shape[1] + count
     assert torch.count_nonzero(weight[:, -count:]) == 0
     batch = dict(target.inputs(train, [0, 1], np.random.default_rng(0)))
-    assert batch[batch_key].shape == ((2, 2, 5) if batch_key == "beside_input" else (2, 2))
+    shapes = {"beside_input": (2, 2, 5), "route_input": (2, len(ROUTE_AHEAD_M), 2)}
+    assert batch[batch_key].shape == shapes.get(batch_key, (2, 2))
     with torch.no_grad():
         mine = target.module(**batch)["loss"]
         batch.pop(batch_key)
@@ -536,6 +538,52 @@ def test_an_encoder_that_reads_the_lanes_beside_starts_from_one_that_reads_the_l
     train.beside[..., 0] = np.nan  # data sets written before the lanes beside were recorded
     with pytest.raises(TrainError, match="ego_beside"):
         Trainer(beside, train, "unused", TrainConfig(steps=1))
+
+
+def test_an_encoder_that_reads_the_route_starts_from_one_that_reads_the_lanes_beside(
+    dataset_dir, tmp_path
+):
+    """`--ego-route --init-from` a folder that reads the lane pose, the car ahead and the
+    lanes beside: the route inputs come last at zero weight, so the model first plans as the
+    folder did; training moves them, a resumed run is the straight run, the folder records
+    the setting, a folder that reads the route keeps those inputs last when a run adds the
+    lanes beside, and --route-dropout hides the route for its share of samples."""
+    from blockplan.model.ego import BESIDE_INPUTS, ROUTE_INPUTS
+
+    kinds = {"ego_tokens": 2, "ego_lane_pose": True, "ego_lead": True, "ego_beside": True}
+    beside = Recipe.build("test", CAMERAS, NUM_FRAMES, **kinds)
+    route = Recipe.build("test", CAMERAS, NUM_FRAMES, **kinds, ego_route=True)
+    train = load_shards(dataset_dir, "train", route)
+    val = load_shards(dataset_dir, "val", route)
+    assert train.route_ahead.shape == (len(train), len(ROUTE_AHEAD_M), 2)
+    assert np.isfinite(train.route_ahead).all()
+    source = Trainer(beside, train, tmp_path / "s", TrainConfig(steps=1, batch_size=2, seed=5))
+    folder = source.model.save_pretrained(tmp_path / "m", beside.tokenizer.to_str())
+    config = TrainConfig(
+        steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
+    )
+    target = Trainer(route, train, tmp_path / "t", config, progress=False)
+    _new_inputs_start_silent_then_train(source, target, folder, train, "route_input", ROUTE_INPUTS)
+    _straight_then_resumed(route, train, val, config, tmp_path)
+    assert load_pretrained(tmp_path / "b" / "best").config.ego_encoder.route
+
+    no_beside = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_route=True)
+    both = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_beside=True, ego_route=True)
+    _new_inputs_go_before_the_last(
+        no_beside, both, train, config, tmp_path / "nb", ROUTE_INPUTS, BESIDE_INPUTS
+    )
+
+    every = list(range(len(train)))
+    for dropout, hidden in ((0.0, 0), (1.0, len(every))):
+        cfg = TrainConfig(steps=1, batch_size=2, route_dropout=dropout)
+        trainer = Trainer(route, train, "unused", cfg, progress=False)
+        got = trainer.inputs(train, every, np.random.default_rng(0))["route_input"].numpy()
+        assert int(np.isnan(got).all(axis=(1, 2)).sum()) == hidden
+    with pytest.raises(TrainError, match="route_dropout"):
+        TrainConfig(steps=1, route_dropout=2.0)
+    train.route_ahead[:] = np.nan  # data sets written before the route was recorded
+    with pytest.raises(TrainError, match="ego_route"):
+        Trainer(route, train, "unused", TrainConfig(steps=1))
 
 
 @pytest.mark.parametrize("reads", ["cells", "map"])

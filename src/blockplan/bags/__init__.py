@@ -62,6 +62,7 @@ from blockplan.bags.planning import (
     string_msg,
     trajectory_to_path,
 )
+from blockplan.bags.route import RouteFrameError, route_from_msg, route_to_msg
 from blockplan.bags.stamps import (
     header_stamp_ns,
     make_header,
@@ -76,6 +77,7 @@ __all__ = [
     "QOS_LATCHED",
     "QOS_RELIABLE",
     "QOS_SENSOR_DATA",
+    "RouteFrameError",
     "RAW_ENCODINGS",
     "BagError",
     "BagReader",
@@ -113,6 +115,8 @@ __all__ = [
     "beside_to_msg",
     "lead_from_msg",
     "lead_to_msg",
+    "route_from_msg",
+    "route_to_msg",
     "lane_pose_to_msg",
     "make_header",
     "ns_to_time",

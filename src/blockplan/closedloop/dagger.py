@@ -59,6 +59,7 @@ class _Step:
     junction: bool
     pose: tuple[float, float]
     boxes: dict[int, tuple[float, float, float, float]]
+    route_path: np.ndarray
 
 
 @dataclass
@@ -77,10 +78,10 @@ class DaggerEpisode:
     planner_end: dict[str, Any] = field(default_factory=dict)
 
 
-def _record(env: Any, registry: ObjectRegistry) -> _Step:
-    row, lane, junction, pose = ego_row(env)
+def _record(env: Any, registry: ObjectRegistry, route: list[tuple] | None = None) -> _Step:
+    row, lane, junction, pose, path = ego_row(env, route)
     boxes = {registry.object_id(o, k): pose_of(o) for o, k in other_objects(env)}
-    return _Step(row, lane, junction, pose, boxes)
+    return _Step(row, lane, junction, pose, boxes, path)
 
 
 def _hand_back(env: Any, expert_state: dict[str, Any], route: list[tuple]) -> None:
@@ -137,6 +138,7 @@ def _log(
         road=road,
         crashed_at=None,
         lane_pose=np.asarray([st.pose for st in steps], dtype=np.float64),
+        route_path=[st.route_path for st in steps],
     )
 
 
@@ -217,7 +219,7 @@ def _drive(
         if i >= record_from:  # before the takeover: the row holds the expert's last action
             if not past:
                 out.log_start_s = round(world.t, 6)
-            past.append(_record(world.env, registry))
+            past.append(_record(world.env, registry, world.route))
         if i == 0:
             driver.take_control()
         if i >= 0:

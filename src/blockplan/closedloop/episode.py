@@ -54,10 +54,12 @@ class WarmupCrash(RuntimeError):
 
 
 # The optional perception inputs an episode can withhold from the planner (`--hide-inputs`):
-# the localisation's lane pose, the tracker's car ahead, the map's and tracker's lanes beside.
+# the localisation's lane pose, the tracker's car ahead, the map's and tracker's lanes beside,
+# the router's route.
 # A hidden input is never published, as on a vehicle without that module: the model sees it
 # as unknown and plans from the cameras and the ego history.
-HIDEABLE_INPUTS = ("lane-pose", "lead", "beside")
+HIDEABLE_INPUTS = ("lane-pose", "lead", "beside", "route")
+PERCEPTION_INPUTS = ("lane-pose", "lead", "beside")  # what perception and localisation give
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,8 @@ class PlannerDriver:
         ego = world.env.vehicle
         command = route_command(world.env.road.network, world.route, ego.position, float(ego.speed))
         self.runtime.on_route_command(command)
+        if self.runtime.reads_route and "route" not in self.spec.hidden_inputs:
+            self.runtime.on_route(world.stamp_ns(), world.route_path())
         out = self.runtime.tick()
         if out.ego is not None:
             stamp_pose = Pose2D.from_ego_state(out.ego)

@@ -17,6 +17,7 @@ import numpy as np
 from blockplan.sim.episode import ObjectRegistry, lane_pose, other_objects, pose_of
 from blockplan.sim.labels import beside_vehicles, lead_vehicle
 from blockplan.sim.roadmap import lanes_beside, network_roads
+from blockplan.sim.route_path import route_path
 from blockplan.sim.scenarios import SIM_HZ, Scenario, make_env, replace_ego, spawn_traffic
 from blockplan.sim.world import (
     KIND_VEHICLE,
@@ -116,6 +117,12 @@ class ClosedLoopWorld:
         x, y, yaw, _ = pose_of(ego)
         cars = beside_vehicles(x, y, yaw, self._vehicles())
         return np.concatenate([np.asarray(lanes, dtype=np.float64)[:, None], cars], axis=1)
+
+    def route_path(self) -> np.ndarray:
+        """(P, 2) the route ahead in odom, as the data set and the simulated bags record it
+        (sim/route_path.py): what the router publishes."""
+        ego = self.env.vehicle
+        return route_path(self.env.road.network, self.route, ego.lane_index, ego.position)
 
     def _vehicles(self) -> np.ndarray:
         """(M, 4) [x, y, yaw, speed] of the other vehicles (odom)."""

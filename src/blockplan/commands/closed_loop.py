@@ -1,8 +1,8 @@
 """`blockplan closed-loop`: the planner drives the ego in highway-env; the model, the IDM
 expert and the constant-velocity baseline on the same seeds, and on request the ego-status
 MLPs fitted on `--data` (`ego_mlp`, `ego_mlp_lane_pose`, which also reads the lane pose,
-`ego_mlp_lead`, which reads the lane pose and the car ahead, and `ego_mlp_beside`, which also
-reads the lanes beside).
+``ego_mlp_lead`, which reads the lane pose and the car ahead, `ego_mlp_beside`, which also
+reads the lanes beside, and `ego_mlp_route`, which also reads the route ahead).
 With `--embodiment robot`: the robot policy on a Meta-World task through `RobotRuntime`, next
 to the scripted expert and the blind (proprioception-only) baseline (closedloop/robot.py)."""
 
@@ -16,7 +16,7 @@ from blockplan.commands.outputs import write_json_file
 from blockplan.config import add_set_argument
 
 # fitted on --data
-MLP_POLICIES = ("ego_mlp", "ego_mlp_lane_pose", "ego_mlp_lead", "ego_mlp_beside")
+MLP_POLICIES = ("ego_mlp", "ego_mlp_lane_pose", "ego_mlp_lead", "ego_mlp_beside", "ego_mlp_route")
 POLICIES = ("model", "expert", "constant_velocity", *MLP_POLICIES)
 DEFAULT_POLICIES = ("model", "expert", "constant_velocity")
 ROBOT_POLICIES = ("model", "expert", "blind")
@@ -53,8 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=[],
         metavar="INPUT",
-        help="optional perception inputs the planner is not given, as on a vehicle without "
-        "them: lane-pose, lead, beside, or all",
+        help="optional inputs the planner is not given, as on a vehicle without them: "
+        "lane-pose, lead, beside, route; perception (the first three: the cameras, the ego "
+        "history and the route remain), or all (the cameras and the ego history remain)",
     )
     parser.add_argument(
         "--policies",
@@ -63,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="which policies to run (default: model expert constant_velocity; robot: model "
         "expert blind); ego_mlp: the ego-status MLP fitted on --data; ego_mlp_lane_pose: "
         "the same MLP with the lane pose as an input too; ego_mlp_lead: with the lane pose "
-        "and the car ahead (gap, speed); ego_mlp_beside: and the lanes beside",
+        "and the car ahead (gap, speed); ego_mlp_beside: and the lanes beside; ego_mlp_route: "
+        "and the route ahead",
     )
     parser.add_argument(
         "--data",
@@ -106,7 +108,7 @@ def _default_model(config) -> str:
 def _ego_mlps(data: str, model: str, config, names: list[str]) -> dict:
     """The ego-status MLPs `names` (`ego_mlp_lane_pose` also reads the lane pose,
     `ego_mlp_lead` the lane pose and the car ahead, `ego_mlp_beside` the lanes beside as
-    well) fitted on
+    well, `ego_mlp_route` the route ahead too) fitted on
     `data`'s train split, loaded once, with the history rows of `model`'s recipe where it is
     a folder (as `blockplan eval` fits them), else the default schema's."""
     from blockplan.planner.loading import ModelLoadError, resolve_model_dir
@@ -125,8 +127,9 @@ def _ego_mlps(data: str, model: str, config, names: list[str]) -> dict:
             train,
             recipe.schema,
             lane_pose=name != "ego_mlp",
-            lead=name in ("ego_mlp_lead", "ego_mlp_beside"),
-            beside=name == "ego_mlp_beside",
+            lead=name in ("ego_mlp_lead", "ego_mlp_beside", "ego_mlp_route"),
+            beside=name in ("ego_mlp_beside", "ego_mlp_route"),
+            route=name == "ego_mlp_route",
         )
         for name in names
     }
@@ -153,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from blockplan.closedloop import EpisodeSpec, run_evaluation
-    from blockplan.closedloop.episode import HIDEABLE_INPUTS
+    from blockplan.closedloop.episode import HIDEABLE_INPUTS, PERCEPTION_INPUTS
     from blockplan.config import ConfigError, default_params_path, load_config
     from blockplan.planner.loading import ModelLoadError, load_model
     from blockplan.sim.rig import load_rig
@@ -175,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
         rig = load_rig(args.rig)
         scenario = get_scenario(args.scenario)
         hide = args.hide_inputs
-        hidden = frozenset(HIDEABLE_INPUTS if "all" in hide else hide)
+        aliases = {"all": HIDEABLE_INPUTS, "perception": PERCEPTION_INPUTS}
+        hidden = frozenset(name for h in hide for name in aliases.get(h, (h,)))
         specs = [
             EpisodeSpec(
                 scenario, args.seed + k, args.duration, args.control_hz, args.replan_period, hidden

@@ -101,6 +101,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "sets that record `lanes_beside` and `beside`; docs/ALGORITHMS.md §3.7)",
     )
     parser.add_argument(
+        "--ego-route",
+        action="store_true",
+        help="with --ego-tokens: the ego encoder also reads the route ahead (where the planned "
+        "route is 5-60 m along it; the node's /planning/route), unknown for --route-dropout "
+        "of the samples (needs data sets that record `route_ahead`; docs/ALGORITHMS.md §3.8)",
+    )
+    parser.add_argument(
+        "--route-dropout",
+        type=float,
+        default=0.1,
+        help="share of training samples whose route ahead the encoder sees as unknown, so the "
+        "model also plans without a router (0.1)",
+    )
+    parser.add_argument(
         "--beside-dropout",
         type=float,
         default=0.1,
@@ -388,6 +402,7 @@ def run(args: argparse.Namespace) -> int:
             ego_scene=args.ego_reads_scene,
             ego_lead=args.ego_lead,
             ego_beside=args.ego_beside,
+            ego_route=args.ego_route,
             vision_keypoints=args.vision_keypoints,
             vision_scene=LEAD_TARGETS if args.vision_scene_token else 0,
             vision_scene_reads=args.vision_scene_reads,
@@ -430,6 +445,7 @@ def run(args: argparse.Namespace) -> int:
             lane_pose_dropout=args.lane_pose_dropout,
             lead_dropout=args.lead_dropout,
             beside_dropout=args.beside_dropout,
+            route_dropout=args.route_dropout,
             lead_weight=args.lead_weight,
             scene_teacher_share=args.scene_teacher_share,
             steady_history_share=args.steady_history_share,

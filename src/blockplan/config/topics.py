@@ -27,6 +27,10 @@ class TopicsConfig:
     # line beside and their speeds, from a tracker (bags/beside.py); read by models whose
     # ego encoder takes it (model/ego.py).
     lanes_beside: str = "/perception/lanes_beside"
+    # nav_msgs/Path in odom: the centre line of the lanes the route takes, from near the ego
+    # to well ahead (bags/route.py); read by models whose ego encoder takes the route ahead
+    # (model/ego.py).
+    route: str = "/planning/route"
     trajectory: str = "/planning/trajectory"
     rollouts: str = "/planning/rollouts"
     reasoning: str = "/planning/reasoning"

@@ -42,6 +42,15 @@ flag for the cars, then for the car ahead and the car behind a present flag, 10 
 (capped) and the speed / 10 m/s. The lane count and the cars are known or unknown (NaN)
 apart (docs/ALGORITHMS.md §3.7). A lane change is decided on these: whether there is a lane
 to go to and a gap in it.
+
+An encoder with `route` also reads the route ahead: where the planned route is at
+`ROUTE_AHEAD_M` metres along it from the ego, as (x, y) in the ego frame at t0 (a router's
+path; blockplan.trajectory.route). It enters as `ROUTE_INPUTS` numbers after all the others
+(`route_inputs`): a known flag, then each point's x and y over its distance along the route
+(the route's direction there, independent of the scale of the distance). An unknown route
+(NaN: no router, or a stale or distant path) enters as zeros with the flag down
+(docs/ALGORITHMS.md §3.8). Where the road bends, a roundabout's entry or a turn, the route
+says it before the cameras can.
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ from torch import nn
 
 from blockplan.model.config import ModelConfigError
 from blockplan.model.quantized import compute_dtype
+from blockplan.types import ROUTE_AHEAD_M
 
 # Column scales of the [x, y, vx, vy, ax, ay] history rows (ego frame at t0).
 INPUT_SCALE = (10.0, 2.0, 10.0, 1.0, 2.0, 2.0)
@@ -73,6 +83,8 @@ LEAD_SPEED_SCALE = 10.0
 # present, 10 m / gap, speed / 10 m/s.
 BESIDE_SIDE_INPUTS = 9
 BESIDE_INPUTS = 2 * BESIDE_SIDE_INPUTS
+# The route ahead: known, then x / d and y / d of each point at distance d along the route.
+ROUTE_INPUTS = 1 + 2 * len(ROUTE_AHEAD_M)
 
 
 @dataclass(frozen=True)
@@ -84,6 +96,7 @@ class EgoEncoderConfig:
     scene: bool = False  # also reads the front camera's newest scene token (hidden_size wide)
     lead: bool = False  # also reads the car ahead in the lane (gap, speed), after the rest
     beside: bool = False  # also reads the lanes beside (lane count, cars), after the lead
+    route: bool = False  # also reads the route ahead (points along it), after the lanes beside
 
     def __post_init__(self) -> None:
         # plausibility bounds: beyond one a config.json is corrupt (refused before allocating)
@@ -93,7 +106,7 @@ class EgoEncoderConfig:
                 raise ModelConfigError(f"ego_encoder.{name}={value!r}: must be an integer >= 1")
             if value > limit:
                 raise ModelConfigError(f"ego_encoder.{name}={value}: must be <= {limit}")
-        for name in ("lane_pose", "scene", "lead", "beside"):
+        for name in ("lane_pose", "scene", "lead", "beside", "route"):
             if not isinstance(getattr(self, name), bool):
                 raise ModelConfigError(
                     f"ego_encoder.{name}={getattr(self, name)!r}: must be a bool"
@@ -106,12 +119,14 @@ class EgoEncoderConfig:
         return self.rows * NUM_COLUMNS + (LANE_INPUTS if self.lane_pose else 0)
 
     def input_width(self, hidden_size: int) -> int:
-        """All the encoder's inputs: history, lane pose, scene token, lead, lanes beside."""
+        """All the encoder's inputs: history, lane pose, scene token, lead, lanes beside,
+        route ahead."""
         return (
             self.num_inputs
             + (hidden_size if self.scene else 0)
             + (LEAD_INPUTS if self.lead else 0)
             + (BESIDE_INPUTS if self.beside else 0)
+            + (ROUTE_INPUTS if self.route else 0)
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,6 +138,7 @@ class EgoEncoderConfig:
             | ({"scene": True} if self.scene else {})
             | ({"lead": True} if self.lead else {})
             | ({"beside": True} if self.beside else {})
+            | ({"route": True} if self.route else {})
         )
 
     @classmethod
@@ -203,6 +219,22 @@ def beside_inputs(beside: torch.Tensor | None, batch: tuple[int, ...]) -> torch.
     return torch.cat([flags, cars], dim=-1).flatten(-2)
 
 
+def route_inputs(route: torch.Tensor | None, batch: tuple[int, ...]) -> torch.Tensor:
+    """(..., A, 2) route ahead in the ego frame at `ROUTE_AHEAD_M` along the route, NaN
+    where unknown (None: unknown everywhere) → (..., ROUTE_INPUTS) encoder inputs: known,
+    then x / d, y / d per point. A route with any NaN is unknown as a whole."""
+    if route is None:
+        return torch.zeros(*batch, ROUTE_INPUTS)
+    shape = (*batch, len(ROUTE_AHEAD_M), 2)
+    if tuple(route.shape) != shape:
+        raise ValueError(f"route_ahead shape {tuple(route.shape)}: expected {shape}")
+    r = route.to(device="cpu", dtype=torch.float64)
+    known = torch.isfinite(r).flatten(-2).all(dim=-1, keepdim=True)  # (..., 1)
+    scale = torch.tensor(ROUTE_AHEAD_M, dtype=r.dtype)[:, None]
+    scaled = torch.where(known, torch.nan_to_num(r / scale).flatten(-2), 0.0)
+    return torch.cat([known.to(r.dtype), scaled], dim=-1)
+
+
 class EgoEncoder(nn.Module):
     """(rows, 6) ego history → (tokens, hidden_size) prompt embeddings."""
 
@@ -229,12 +261,14 @@ class EgoEncoder(nn.Module):
         scene: torch.Tensor | None = None,
         lead: torch.Tensor | None = None,
         beside: torch.Tensor | None = None,
+        route: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """history (..., rows, 6) and, for an encoder with `lane_pose`, the (..., 2) lane
         pose (NaN or None: unknown; ignored by one without), for one with `scene` the
         (..., hidden_size) scene token, for one with `lead` the (..., 2) car ahead (gap,
         speed; `lead_inputs`), for one with `beside` the (..., 2, 5) lanes beside
-        (`beside_inputs`) → (..., tokens, hidden_size)."""
+        (`beside_inputs`), for one with `route` the (..., A, 2) route ahead
+        (`route_inputs`) → (..., tokens, hidden_size)."""
         c = self.config
         if tuple(history.shape[-2:]) != (c.rows, NUM_COLUMNS):
             raise ValueError(
@@ -259,4 +293,7 @@ class EgoEncoder(nn.Module):
         if c.beside:
             lanes = beside_inputs(beside, tuple(history.shape[:-2]))
             x = torch.cat([x, lanes.to(device=x.device, dtype=dtype)], dim=-1)
+        if c.route:
+            ahead = route_inputs(route, tuple(history.shape[:-2]))
+            x = torch.cat([x, ahead.to(device=x.device, dtype=dtype)], dim=-1)
         return self.net(x).unflatten(-1, (c.tokens, self.hidden_size))

@@ -279,11 +279,12 @@ class PlannerModel(nn.Module):
         lane_pose: torch.Tensor | np.ndarray | None = None,  # (2,), NaN or None: unknown
         lead: torch.Tensor | np.ndarray | None = None,  # (2,) gap (inf: none), speed; NaN: unknown
         beside: torch.Tensor | np.ndarray | None = None,  # (2, 5) lanes beside; NaN: unknown
+        route_ahead: torch.Tensor | np.ndarray | None = None,  # (A, 2) route ahead; NaN: unknown
     ) -> torch.Tensor:
         """Prompt embeddings (1, P, W): token embeddings with each span's placeholders
         replaced by its image's visual tokens, and (models with an ego encoder) the ego
         slots [ego_span) by the encoder's embeddings of `ego_history` (and `lane_pose`,
-        `lead`, `beside` where the encoder reads them; model/ego.py)."""
+        `lead`, `beside`, `route_ahead` where the encoder reads them; model/ego.py)."""
         embeds = self.embed(token_ids[None]).clone()  # (1, P, W)
         if (self.ego_encoder is None) != (ego_span is None) or (
             (ego_span is None) != (ego_history is None)
@@ -303,11 +304,13 @@ class PlannerModel(nn.Module):
                 lead = torch.tensor(np.asarray(lead, dtype=np.float64))
             if beside is not None and not isinstance(beside, torch.Tensor):
                 beside = torch.tensor(np.asarray(beside, dtype=np.float64))
+            if route_ahead is not None and not isinstance(route_ahead, torch.Tensor):
+                route_ahead = torch.tensor(np.asarray(route_ahead, dtype=np.float64))
             scene = None
             if self.ego_encoder.config.scene:  # the front camera's newest scene token
                 T = self.config.num_frames
                 scene = visual[self.config.camera_names.index("front") * T + T - 1, -1]  # (W,)
-            slots = self.ego_encoder(history, lane_pose, scene, lead, beside)  # (E, W)
+            slots = self.ego_encoder(history, lane_pose, scene, lead, beside, route_ahead)  # (E, W)
             if end - start != slots.shape[0]:
                 raise ValueError(
                     f"ego slots {ego_span}: {end - start} slots, the encoder makes {slots.shape[0]}"

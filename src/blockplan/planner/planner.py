@@ -121,12 +121,13 @@ class Planner:
         self.scaffold = self.format.scaffold(tokenizer, mc.block_size)
         self.constraints = self.format.constraints(self.scaffold, tokenizer, mc.decoder.vocab_size)
         self.cache_attention = mc.cache_attention
-        # Whether the model's ego encoder reads the lane pose, the car ahead, the lanes beside
-        # (the runtime then passes them on).
+        # Whether the model's ego encoder reads the lane pose, the car ahead, the lanes beside,
+        # the route ahead (the runtime then passes them on).
         encoder = getattr(mc, "ego_encoder", None)
         self.reads_lane_pose = bool(encoder is not None and encoder.lane_pose)
         self.reads_lead = bool(encoder is not None and encoder.lead)
         self.reads_beside = bool(encoder is not None and encoder.beside)
+        self.reads_route = bool(encoder is not None and encoder.route)
         template = self.render(None)
         self.prompt_len = len(template)
         # None for our models (positions 0..P-1); Qwen2.5-VL: multimodal RoPE positions

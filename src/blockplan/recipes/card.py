@@ -23,6 +23,7 @@ BASELINES = (
     ("ego_mlp_lane_pose", "ego-status MLP + lane pose"),
     ("ego_mlp_lead", "ego-status MLP + car ahead"),
     ("ego_mlp_beside", "ego-status MLP + lanes beside"),
+    ("ego_mlp_route", "ego-status MLP + route ahead"),
 )
 
 

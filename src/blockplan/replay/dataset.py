@@ -3,9 +3,9 @@
 The same shard format as the simulator's data set (sim/dataset.py), one shard per bag, so
 `blockplan train --data DIR` reads it as it reads a simulated one. Per sample:
 
-* the camera window, the ego history, the route command and the perception inputs (lane
-  pose, car ahead, lanes beside, where the bag has them) are the `Observation` the runtime
-  assembles while replaying the bag in ideal timing (`replay_bag` with a recording planner,
+* the camera window, the ego history, the route command and the perception and route
+  inputs (lane pose, car ahead, lanes beside, route ahead, where the bag has them) are the
+  `Observation` the runtime assembles while replaying the bag in ideal timing (`replay_bag` with a recording planner,
   the path `blockplan replay` and the live node take);
 * the future trajectory is the bag's own odometry, interpolated at the label horizon's
   times and expressed in the ego frame at the sample time, as sim/labels.py does with the
@@ -73,6 +73,7 @@ from blockplan.sim.labels import (
 from blockplan.types import (
     CRITICAL_OBJECT_KEYS,
     NUM_WAYPOINTS,
+    ROUTE_AHEAD_M,
     WAYPOINT_PERIOD_S,
     DrivingAnswer,
     Observation,
@@ -310,7 +311,9 @@ class SamplingPlanner(RecordingPlanner):
         tick_ns: int,
         min_ns: int = 0,
     ) -> None:
-        super().__init__(schema, reads_lane_pose=True, reads_lead=True, reads_beside=True)
+        super().__init__(
+            schema, reads_lane_pose=True, reads_lead=True, reads_beside=True, reads_route=True
+        )
         self.odom, self.period_ns, self.min_ns = odom, period_ns, min_ns
         self.due, self.slack = first_ns, tick_ns // 2
 
@@ -406,6 +409,8 @@ def bag_samples(
         put("lead", []).append(obs.lead if obs.lead is not None else (np.nan, np.nan))
         put("lanes_beside", []).append(beside[:, 0])
         put("beside", []).append(beside[:, 1:])
+        route = obs.route_ahead if obs.route_ahead is not None else np.nan
+        put("route_ahead", []).append(np.broadcast_to(route, (len(ROUTE_AHEAD_M), 2)))
         put("known_sections", []).append(known)
     info = {**counts, "lateral_from": lateral_from}
     if not cols:

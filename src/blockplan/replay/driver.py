@@ -34,6 +34,7 @@ from blockplan.bags import (
     odometry_to_ego,
     open_bag_reader,
     path_to_arrays,
+    route_from_msg,
     time_to_ns,
 )
 from blockplan.config import PlannerConfig
@@ -281,6 +282,13 @@ class _Replayer:
                 self.runtime.on_invalid_input(InvalidInput.BESIDE_INVALID, f"{topic}: {e}")
                 return
             self.runtime.on_beside(record.log_time_ns, beside)
+        elif topic == self.topics.route_path:
+            try:
+                stamp_ns, path = route_from_msg(msg, self.runtime.config.frames.odom)
+            except ValueError as e:
+                self.runtime.on_invalid_input(InvalidInput.ROUTE_INVALID, f"{topic}: {e}")
+                return
+            self.runtime.on_route(stamp_ns, path)
 
 
 def _followed(windows: Sequence[PlanWindow], runtime: PlannerRuntime) -> dict[str, Any]:
@@ -380,6 +388,7 @@ def replay_bag(
         lane_pose_topic=topics.lane_pose,
         lead_topic=topics.lead,
         beside_topic=topics.beside,
+        route_topic=topics.route_path,
         ground_truth=GT_PATH_TOPIC if ground_truth else "recorded odometry",
         streaming=streaming_metrics(
             runtime_metrics,

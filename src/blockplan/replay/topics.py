@@ -19,6 +19,7 @@ TF_TYPE = "tf2_msgs/msg/TFMessage"
 STRING_TYPE = "std_msgs/msg/String"
 POSE_STAMPED_TYPE = "geometry_msgs/msg/PoseStamped"
 ARRAY_TYPE = "std_msgs/msg/Float64MultiArray"
+PATH_TYPE = "nav_msgs/msg/Path"
 
 
 class ReplayInputError(UserError, ValueError):
@@ -31,8 +32,8 @@ class ReplayOutputError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class InputTopics:
-    """camera topic → camera name; odometry / route / lane-pose / lead-vehicle / lanes-beside
-    topics (None when absent); tf topics to copy to the output."""
+    """camera topic → camera name; odometry / route-command / lane-pose / lead-vehicle /
+    lanes-beside / route-path topics (None when absent); tf topics to copy to the output."""
 
     cameras: dict[str, str]
     odometry: str | None
@@ -44,6 +45,7 @@ class InputTopics:
     lane_pose: str | None = None
     lead: str | None = None
     beside: str | None = None
+    route_path: str | None = None
 
     def why_missing(self, topic: str) -> str:
         """Why a configured input topic is not used: absent, or present with another type."""
@@ -54,7 +56,14 @@ class InputTopics:
     @property
     def all(self) -> tuple[str, ...]:
         topics = [*self.cameras, *self.tf]
-        inputs = (self.odometry, self.route_command, self.lane_pose, self.lead, self.beside)
+        inputs = (
+            self.odometry,
+            self.route_command,
+            self.lane_pose,
+            self.lead,
+            self.beside,
+            self.route_path,
+        )
         topics += [t for t in inputs if t is not None]
         return tuple(topics)
 
@@ -105,5 +114,9 @@ def resolve_topics(config: PlannerConfig, topics: dict[str, TopicSummary]) -> In
     if beside in topics and not _typed(topics, beside, (ARRAY_TYPE,)):
         mistyped[beside] = topics[beside].msgtype or "an unknown type"
     beside = beside if _typed(topics, beside, (ARRAY_TYPE,)) else None
+    path = config.topics.route
+    if path in topics and not _typed(topics, path, (PATH_TYPE,)):
+        mistyped[path] = topics[path].msgtype or "an unknown type"
+    path = path if _typed(topics, path, (PATH_TYPE,)) else None
     tf = tuple(t for t in ("/tf", "/tf_static") if _typed(topics, t, (TF_TYPE,)))
-    return InputTopics(cameras, odom, route, tf, tuple(missing), mistyped, lane, lead, beside)
+    return InputTopics(cameras, odom, route, tf, tuple(missing), mistyped, lane, lead, beside, path)

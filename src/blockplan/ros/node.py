@@ -302,6 +302,8 @@ class PlannerNode(NodeParameters, NodeInputs, Node):
         beside = node_topic(topics.lanes_beside)
         array = "std_msgs/msg/Float64MultiArray"
         self._subscribe(array, beside, self._on_beside, ODOMETRY_QOS)
+        path = node_topic(topics.route)
+        self._subscribe("nav_msgs/msg/Path", path, self._on_route, ROUTE_QOS)
 
     def _create_robot_io(self, config: PlannerConfig) -> None:
         robot, ns = config.robot, self._ns

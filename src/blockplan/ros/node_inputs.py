@@ -16,6 +16,7 @@ from blockplan.bags import (
     lane_pose_from_msg,
     lead_from_msg,
     odometry_to_ego,
+    route_from_msg,
 )
 from blockplan.runtime import InvalidInput
 
@@ -94,3 +95,15 @@ class NodeInputs:
             runtime.on_invalid_input(InvalidInput.BESIDE_INVALID, str(e))
             return
         runtime.on_beside(stamp, beside)
+
+    def _on_route(self, msg: Any) -> None:
+        """The router's path, in the odometry frame (another frame is refused)."""
+        runtime = self._runtime
+        if runtime is None:
+            return
+        try:
+            stamp, path = route_from_msg(msg, runtime.config.frames.odom)
+        except (ValueError, AttributeError) as e:
+            runtime.on_invalid_input(InvalidInput.ROUTE_INVALID, str(e))
+            return
+        runtime.on_route(stamp, path)

@@ -9,11 +9,12 @@
   hard `gates.*` reject). Values: counts and the newest plan's peaks.
 * `blockplan: camera <name>` — OK fresh; WARN stale; ERROR never seen. Value: frame age.
 * `blockplan: odometry` — OK fresh; WARN stale; ERROR none.
-* `blockplan: lane pose`, `blockplan: lead vehicle`, `blockplan: lanes beside` — only for a
-  planner that reads them: OK while the newest report is recent enough at the tick's time
-  (`max_lane_pose_age_s`, `max_lead_age_s`, `max_beside_age_s`), WARN when none is: the source is silent and the planner plans without
-  it (a request counts against the window's stamp: `requests_without_*`). Values: the
-  report's age and values.
+* `blockplan: lane pose`, `blockplan: lead vehicle`, `blockplan: lanes beside`,
+  `blockplan: route` — only for a planner that reads them: OK while the newest report is
+  recent enough at the tick's time (`max_lane_pose_age_s`, `max_lead_age_s`,
+  `max_beside_age_s`, `max_route_age_s`), WARN when none is: the source is silent and the
+  planner plans without it (a request counts against the window's stamp:
+  `requests_without_*`). Values: the report's age and values (a route: its point count).
 * `blockplan: inputs` — WARN while any input has been rejected since the previous snapshot,
   the message naming each kind rejected since then with its newest detail.
 """
@@ -49,9 +50,11 @@ class DiagnosedRuntime(Protocol):
     reads_lane_pose: bool
     reads_lead: bool
     reads_beside: bool
+    reads_route: bool
     lane_poses: StampedInputs[tuple[float, float]]
     leads: StampedInputs[tuple[float, float]]
     besides: StampedInputs[tuple[tuple[float, ...], ...]]
+    routes: StampedInputs[np.ndarray]
 
 
 # The lanes beside's values on /diagnostics: per side, bags/beside.py's fields.
@@ -139,6 +142,8 @@ def diagnostic_statuses(
          ("gap_m", "speed_mps"), Count.REQUESTS_WITHOUT_LEAD),
         (runtime.reads_beside, "lanes beside", runtime.besides, limits.max_beside_age_s,
          BESIDE_VALUES, Count.REQUESTS_WITHOUT_BESIDE),
+        (runtime.reads_route, "route", runtime.routes, limits.max_route_age_s,
+         None, Count.REQUESTS_WITHOUT_ROUTE),
     )  # fmt: skip
     for reads, what, buffer, max_age, names, without in optional:
         if reads:
@@ -165,20 +170,25 @@ def _optional_status(
     newest: tuple[int, tuple] | None,
     now_ns: int,
     max_age_s: float,
-    names: tuple[str, ...],
+    names: tuple[str, ...] | None,
     without: Count,
     counts: dict[str, int],
 ) -> DiagnosticStatusData:
-    """An optional input the model reads (lane pose, the car ahead, the lanes beside): OK
-    while recent enough; its newest values under `names` (a nested report flattened)."""
+    """An optional input the model reads (lane pose, the car ahead, the lanes beside, the
+    route): OK while recent enough; its newest values under `names` (a nested report
+    flattened; None: a path, reported as its number of points)."""
     values: dict[str, object] = {without.value: counts[without.value]}
     if newest is None:
         message = f"no {what} received: planning without it"
         return DiagnosticStatusData(f"blockplan: {what}", WARN, message, values=values)
     stamp, report = newest
     age = (now_ns - stamp) * 1e-9
-    flat = np.asarray(report, dtype=np.float64).reshape(-1).tolist()
-    values |= {"age_s": round(age, 3)} | dict(zip(names, flat, strict=True))
+    values |= {"age_s": round(age, 3)}
+    if names is None:
+        values["points"] = len(report)
+    else:
+        flat = np.asarray(report, dtype=np.float64).reshape(-1).tolist()
+        values |= dict(zip(names, flat, strict=True))
     if age > max_age_s:
         message = f"{what} {age:.3f} s old (> {max_age_s:g} s): planning without it"
         return DiagnosticStatusData(f"blockplan: {what}", WARN, message, values=values)

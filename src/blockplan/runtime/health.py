@@ -19,6 +19,8 @@ tick without the planner) and `plan_age` (age of the published plan).
   (/perception/lead_vehicle);
 * `requests_without_beside`: the same for a planner that reads the lanes beside
   (/perception/lanes_beside);
+* `requests_without_route`: the same for a planner that reads the route ahead
+  (/planning/route; also when the ego is more than 10 m from the newest path);
 * `waits` / `degraded_requests`: ticks where a stale camera held back / degraded a request;
 * `time_jumps`: resets after a stamp or the clock went back; `discarded_results`: plans from
   before a reset (or older than the newest) that were dropped; `unchanged_window_replans`:
@@ -69,6 +71,7 @@ class Count(str, enum.Enum):
     REQUESTS_WITHOUT_LANE_POSE = "requests_without_lane_pose"
     REQUESTS_WITHOUT_LEAD = "requests_without_lead"
     REQUESTS_WITHOUT_BESIDE = "requests_without_beside"
+    REQUESTS_WITHOUT_ROUTE = "requests_without_route"
     DEGRADED_REQUESTS = "degraded_requests"
     WAITS = "waits"
     PADDED_WINDOWS = "padded_windows"
@@ -106,6 +109,7 @@ class InvalidInput(str, enum.Enum):
     # a lanes-beside report with another layout, a negative or fractional lane count, a
     # negative gap or a car without a finite speed
     BESIDE_INVALID = "beside_invalid"
+    ROUTE_INVALID = "route_invalid"  # a route path of another shape, or with a NaN or infinity
     # a route command the planner's schema does not have (the previous one is kept)
     UNKNOWN_ROUTE_COMMAND = "unknown_route_command"
 

@@ -36,6 +36,9 @@ class RuntimeLimits:
     max_lead_age_s: float = 0.25
     # The lanes beside (the map's lane count and the tracker's cars beside) likewise.
     max_beside_age_s: float = 0.25
+    # The router's path is in odom and covers well ahead: it stays good while the ego drives
+    # along it; 1 s covers a 2 Hz router with one message lost.
+    max_route_age_s: float = 1.0
     # Ego history kept (s; at least: the runtime keeps the planner's history span and more)
     # and the number of latency samples behind the p50/p99.
     ego_history_s: float = 10.0
@@ -59,6 +62,7 @@ class RuntimeLimits:
             "max_lane_pose_age_s",
             "max_lead_age_s",
             "max_beside_age_s",
+            "max_route_age_s",
             "ego_history_s",
             "max_camera_rate_hz",
         ):

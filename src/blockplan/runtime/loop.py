@@ -1,7 +1,8 @@
 """The fixed-rate control loop (docs/DESIGN.md §5), ROS-free.
 
 Inputs arrive through `on_frame`, `on_odometry`, `on_route_command`, `on_lane_pose`,
-`on_lead` and `on_invalid_input` (from subscription callbacks live, from the bag in replay). A timer calls
+`on_lead`, `on_beside`, `on_route` and `on_invalid_input` (from subscription callbacks live,
+from the bag in replay). A timer calls
 `tick()` at `control.rate_hz`; every tick publishes, whatever inference costs:
 
 1. snapshot the frame window and the ego history at now;
@@ -37,6 +38,7 @@ from blockplan.runtime.plans import AcceptedPlan, PlanWindow, RejectedPlan
 from blockplan.runtime.stamped import StampedInputs
 from blockplan.runtime.worker import ErrorKind, InferenceRequest, InferenceResult, InferenceWorker
 from blockplan.trajectory import Fallback, Pose2D
+from blockplan.trajectory.route import route_ahead
 from blockplan.types import DEFAULT_ROUTE_COMMAND, EgoState, Observation, seconds_to_ns
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,11 @@ class PlannerRuntime(RuntimeCore):
             limits.max_beside_age_s, limits.time_jump_s
         )
         self.reads_beside = bool(getattr(planner, "reads_beside", False))
+        # The router's path: (P, 2) points in odom, read at t0 as the route ahead.
+        self.routes: StampedInputs[np.ndarray] = StampedInputs(
+            limits.max_route_age_s, limits.time_jump_s, maxlen=32
+        )
+        self.reads_route = bool(getattr(planner, "reads_route", False))
         # The lane guard checks every plan against them too, whatever the model reads.
         self.uses_beside = self.reads_beside or config.lane_guard.enabled
         self.newest: AcceptedPlan | None = None
@@ -189,6 +196,34 @@ class PlannerRuntime(RuntimeCore):
         with self._lock:
             self.besides.push(stamp_ns, report)
 
+    def on_route(self, stamp_ns: int, path: np.ndarray) -> None:
+        """The router's path (/planning/route): the centre line of the lanes to drive, (P, 2)
+        points in odom from near the ego to well ahead; read at each request as the route
+        ahead (blockplan.trajectory.route)."""
+        points = np.array(path, dtype=np.float64)  # a copy
+        if points.ndim != 2 or points.shape[1:] != (2,) or len(points) < 2:
+            what = f"route at {stamp_ns} ns: shape {points.shape}, expected (P >= 2, 2)"
+            self.on_invalid_input(InvalidInput.ROUTE_INVALID, what)
+            return
+        if not np.isfinite(points).all():
+            self.on_invalid_input(InvalidInput.ROUTE_INVALID, f"route at {stamp_ns} ns: NaN or inf")
+            return
+        points.setflags(write=False)
+        with self._lock:
+            self.routes.push(stamp_ns, points)
+
+    def route_ahead_at(
+        self, stamp_ns: int, ego: EgoState
+    ) -> tuple[tuple[float, float], ...] | None:
+        """The route ahead at `stamp_ns` for the ego state `ego` then: `route_ahead` of the
+        newest path not after it and at most `max_route_age_s` older; None without one, or
+        when the ego is not on it."""
+        path = self.routes.at(stamp_ns)
+        if path is None:
+            return None
+        points = route_ahead(path, Pose2D.from_ego_state(ego))
+        return None if points is None else tuple((float(x), float(y)) for x, y in points)
+
     def beside_at(self, stamp_ns: int) -> tuple[tuple[float, ...], ...] | None:
         """The newest lanes-beside report not after `stamp_ns` and at most
         `max_beside_age_s` older, or None."""
@@ -209,6 +244,7 @@ class PlannerRuntime(RuntimeCore):
         self.lane_poses.clear()
         self.leads.clear()
         self.besides.clear()
+        self.routes.clear()
         self.fallback.reset()
         self._published = None
         self.newest = None
@@ -385,7 +421,14 @@ class PlannerRuntime(RuntimeCore):
         lane = self.lane_pose_at(snapshot.stamp_ns) if self.reads_lane_pose else None
         lead = self.lead_at(snapshot.stamp_ns) if self.reads_lead else None
         beside = self.beside_at(snapshot.stamp_ns) if self.uses_beside else None
-        observation = Observation(snapshot.stamp_ns, frames, history, route, lane, lead, beside)
+        ahead = (
+            self.route_ahead_at(snapshot.stamp_ns, history[-1])
+            if self.reads_route and history
+            else None
+        )
+        observation = Observation(
+            snapshot.stamp_ns, frames, history, route, lane, lead, beside, ahead
+        )
         self.health.count(Count.REQUESTS)
         if self.reads_lane_pose and lane is None:
             self.health.count(Count.REQUESTS_WITHOUT_LANE_POSE)
@@ -393,6 +436,8 @@ class PlannerRuntime(RuntimeCore):
             self.health.count(Count.REQUESTS_WITHOUT_LEAD)
         if self.reads_beside and beside is None:
             self.health.count(Count.REQUESTS_WITHOUT_BESIDE)
+        if self.reads_route and ahead is None:
+            self.health.count(Count.REQUESTS_WITHOUT_ROUTE)
         if is_degraded:
             self.health.count(Count.DEGRADED_REQUESTS)
         if snapshot.is_padded:

@@ -135,8 +135,9 @@ class PromptLayout:
     `lane_pose`) and `lead` ((2,) the gap to the car ahead in the lane, infinite when none,
     and its speed; NaN gap where unknown; read by an encoder with `lead`) and `beside`
     ((2, 5) the lanes beside, per side: lane count, gap and speed of the car ahead and of the
-    car behind in that lane line; NaN where unknown; read by an encoder with `beside`); None
-    when the prompt spells the history out as digits.
+    car behind in that lane line; NaN where unknown; read by an encoder with `beside`) and
+    `route_ahead` ((A, 2) the route ahead in the ego frame; NaN where unknown; read by an
+    encoder with `route`); None when the prompt spells the history out as digits.
     """
 
     token_ids: np.ndarray
@@ -147,6 +148,7 @@ class PromptLayout:
     lane_pose: np.ndarray | None = None
     lead: np.ndarray | None = None
     beside: np.ndarray | None = None
+    route_ahead: np.ndarray | None = None
 
     def ego_inputs(self) -> dict:
         """The `embed_prompt` keywords of the ego slots (empty for a digit prompt)."""
@@ -158,6 +160,7 @@ class PromptLayout:
             "lane_pose": self.lane_pose,
             "lead": self.lead,
             "beside": self.beside,
+            "route_ahead": self.route_ahead,
         }
 
     def __len__(self) -> int:

@@ -28,7 +28,7 @@ import numpy as np
 
 from blockplan.schema.layout import ImageSpan, PromptLayout, Tokenizer
 from blockplan.schema.spec import DrivingSchema, SchemaError, format_number
-from blockplan.types import EgoState, Observation, ns_to_seconds
+from blockplan.types import ROUTE_AHEAD_M, EgoState, Observation, ns_to_seconds
 
 IMAGE_PLACEHOLDER = "<image>"
 HISTORY_COLUMNS = ("x", "y", "vx", "vy", "ax", "ay")
@@ -245,6 +245,7 @@ def render_prompt(
     lane_pose: np.ndarray | None = None,
     lead: np.ndarray | None = None,
     beside: np.ndarray | None = None,
+    route_ahead: np.ndarray | None = None,
 ) -> PromptLayout:
     """The prompt as token ids with image placeholders, for our engine.
 
@@ -259,7 +260,9 @@ def render_prompt(
     encoder that reads it: `lane_pose`, default `observation.lane_pose`, NaN when unknown;
     likewise the car ahead (2,) (gap, infinite when none; speed): `lead`, default
     `observation.lead`, NaN when unknown; likewise the lanes beside (2, 5): `beside`, default
-    `observation.beside`, NaN when unknown. None of them ever changes the token ids.
+    `observation.beside`, NaN when unknown; likewise the route ahead (A, 2): `route_ahead`,
+    default `observation.route_ahead`, NaN when unknown. None of them ever changes the token
+    ids.
     """
     if tokens_per_image < 1:
         raise SchemaError(f"tokens_per_image={tokens_per_image}: must be >= 1")
@@ -301,6 +304,7 @@ def render_prompt(
     lane = _ego_pair(lane_pose, observation, "lane_pose", "[offset m, heading rad]")
     ahead = _ego_pair(lead, observation, "lead", "[gap m, speed m/s]")
     lanes = _ego_beside(beside, observation)
+    route = _ego_route(route_ahead, observation)
     return PromptLayout(
         token_ids,
         header_end,
@@ -310,7 +314,24 @@ def render_prompt(
         lane_pose=lane,
         lead=ahead,
         beside=lanes,
+        route_ahead=route,
     )
+
+
+def _ego_route(value: np.ndarray | None, observation: Observation | None) -> np.ndarray:
+    """The (A, 2) route ahead for the layout: `value`, else the observation's, NaN when
+    unknown; read-only."""
+    if value is None and observation is not None:
+        value = observation.route_ahead
+    shape = (len(ROUTE_AHEAD_M), 2)
+    route = np.full(shape, np.nan) if value is None else np.asarray(value, dtype=np.float64)
+    if route.shape != shape:
+        raise SchemaError(
+            f"route_ahead shape {route.shape}: expected {shape}, (x, y) in the ego frame at "
+            f"{list(ROUTE_AHEAD_M)} m along the route"
+        )
+    route.setflags(write=False)
+    return route
 
 
 def _ego_beside(value: np.ndarray | None, observation: Observation | None) -> np.ndarray:

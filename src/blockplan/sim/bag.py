@@ -7,7 +7,8 @@ provides; `lead_to_msg`) and the lanes beside (/perception/lanes_beside: the map
 count and the tracker's nearest cars in the lane lines beside; `beside_to_msg`). Per camera
 tick (rig rate):
 one image per camera (sensor_msgs/Image rgb8, or CompressedImage jpeg) in the camera's
-optical frame, the route command, and the ground truth at that instant: the expert's
+optical frame, the route command, the route ahead as a router would publish it
+(/planning/route: nav_msgs/Path in odom; `route_to_msg`), and the ground truth at that instant: the expert's
 20-point 4 Hz future as nav_msgs/Path in base_link at t0, and the label JSON
 (`label_to_json`). /tf_static holds base_link -> camera_<name> and camera_<name>_optical.
 Topic names: `blockplan.sim.topics`. Stamps are `start_ns` + simulation time.
@@ -36,6 +37,7 @@ from blockplan.bags import (
     encode_image,
     lane_pose_to_msg,
     lead_to_msg,
+    route_to_msg,
     static_frames_to_tf,
     string_msg,
     trajectory_to_path,
@@ -64,6 +66,7 @@ from blockplan.sim.topics import (
     ODOM_FRAME,
     ODOM_TOPIC,
     ROUTE_COMMAND_TOPIC,
+    ROUTE_TOPIC,
     TF_STATIC_TOPIC,
     TF_TOPIC,
     camera_topic,
@@ -204,6 +207,8 @@ def write_episode_bag(
                 put(bag, topic, encode(ns, images[cam.name], stamp, cam.optical_frame_id), stamp)
             label = label_at(log, float(log.t[i]), fits=fits)
             put(bag, ROUTE_COMMAND_TOPIC, string_msg(ns, label.route_command), stamp)
+            if log.route_path is not None and len(log.route_path[i]) >= 2:
+                put(bag, ROUTE_TOPIC, route_to_msg(ns, stamp, log.route_path[i], ODOM_FRAME), stamp)
             path = trajectory_to_path(ns, label_trajectory(label, stamp), BASE_FRAME)
             put(bag, GT_PATH_TOPIC, path, stamp)
             record = json.dumps(label_to_json(label, log, stamp), separators=(",", ":"))

@@ -40,10 +40,12 @@ from blockplan.sim.labels import (
     label_at,
     label_times,
     log_beside,
+    log_route_ahead,
 )
 from blockplan.sim.render import RigRenderer
 from blockplan.sim.rig import Rig
 from blockplan.sim.scenarios import get_scenario
+from blockplan.trajectory.route import ROUTE_AHEAD_M
 from blockplan.types import (
     CRITICAL_OBJECT_KEYS,
     CameraFrame,
@@ -272,6 +274,8 @@ def episode_samples(
         add("lead", lead_facts(label.facts))
         add("lanes_beside", log.road.lanes_beside(log.ego_lane[log.index_at(float(t0))]))
         add("beside", log_beside(log, log.index_at(float(t0))))
+        if log.route_path is not None:
+            add("route_ahead", log_route_ahead(log, log.index_at(float(t0))))
     dtypes = {
         "images": np.uint8,
         "frame_stamps_ns": np.int64,
@@ -345,7 +349,24 @@ def sample_observation(shard: dict[str, np.ndarray], i: int) -> Observation:
         (float(lane[0]), float(lane[1])) if known else None,
         (float(lead[0]), float(lead[1])) if lead_known else None,
         None if np.isnan(beside).all() else (tuple(beside[0].tolist()), tuple(beside[1].tolist())),
+        _route_tuple(shard_route_ahead(shard, slice(i, i + 1))[0]),
     )
+
+
+def _route_tuple(points: np.ndarray) -> tuple[tuple[float, float], ...] | None:
+    if not np.isfinite(points).all():
+        return None
+    return tuple((float(x), float(y)) for x, y in points)
+
+
+def shard_route_ahead(shard: dict[str, np.ndarray], rows: slice = slice(None)) -> np.ndarray:
+    """(N, A, 2) float32 the route ahead of a shard's samples `rows` (default all), in the
+    ego frame at t0 (`blockplan.trajectory.route`); NaN where unknown or in a shard written
+    before it was recorded."""
+    n = shard["stamp_ns"][rows].shape[0]
+    if "route_ahead" not in shard:
+        return np.full((n, len(ROUTE_AHEAD_M), 2), np.nan, np.float32)
+    return np.asarray(shard["route_ahead"][rows], dtype=np.float32)
 
 
 def shard_beside(shard: dict[str, np.ndarray], rows: slice = slice(None)) -> np.ndarray:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from blockplan.sim.roadmap import RoadMap, road_map_from_network
+from blockplan.sim.route_path import route_path
 from blockplan.sim.scenarios import SIM_HZ, Scenario, ScenarioError, make_env, spawn_traffic
 from blockplan.sim.world import (
     KIND_OBSTACLE,
@@ -63,6 +64,8 @@ class EpisodeLog:
     at each step): the left-positive offset (m) from the lane's centre line and the heading
     error (rad, REP-103 yaw minus the lane's heading at the ego's station); what a vehicle's
     localisation against its map provides. Training uses it as an auxiliary target only.
+    route_path: S (P, 2) polylines, the route ahead of the ego at each step as a router
+    would publish it (`blockplan.sim.route_path`, REP-103 odom).
     """
 
     scenario: str
@@ -79,6 +82,7 @@ class EpisodeLog:
     crashed_at: float | None
     perturbed: np.ndarray | None = field(default=None)
     lane_pose: np.ndarray | None = field(default=None)
+    route_path: list[np.ndarray] | None = field(default=None)
 
     def is_clean(self, i0: int, i1: int) -> bool:
         """Whether the states i0 .. i1 all follow from the expert's own actions (no
@@ -193,18 +197,24 @@ def pose_of(obj: Any) -> tuple[float, float, float, float]:
     return float(x), float(-y), hw_to_rep_yaw(float(obj.heading)), float(obj.speed)
 
 
-def ego_row(env: Any) -> tuple[list[float], tuple[str, str, int], bool, tuple[float, float]]:
+def ego_row(
+    env: Any, route: list[tuple] | None = None
+) -> tuple[list[float], tuple[str, str, int], bool, tuple[float, float], np.ndarray]:
     """The ego's recorded row now (the `EGO_*` columns), its lane index, whether it is in a
-    junction, and its lane pose (left-positive offset m, heading error rad): what the
-    recorder and the on-policy branches log per step."""
+    junction, its lane pose (left-positive offset m, heading error rad) and the route ahead
+    of it (`route_path`; `route`: the ego's highway-env route, default the vehicle's own):
+    what the recorder and the on-policy branches log per step."""
     v = env.vehicle
+    if route is None:
+        route = getattr(v, "route", None)
     lane_index = tuple(v.lane_index)
     lane0 = env.road.network.get_lane((lane_index[0], lane_index[1], 0))
     lateral_right = float(lane0.local_coordinates(v.position)[1])
     x, y, yaw, speed = pose_of(v)
     accel = float(v.action.get("acceleration", 0.0))
     in_junction = lane_index[0].startswith("ir")  # intersection: lanes inside the junction
-    return [x, y, yaw, speed, accel, -lateral_right], lane_index, in_junction, lane_pose(env)
+    path = route_path(env.road.network, route, lane_index, v.position)
+    return [x, y, yaw, speed, accel, -lateral_right], lane_index, in_junction, lane_pose(env), path
 
 
 def lane_pose(env: Any) -> tuple[float, float]:
@@ -268,7 +278,7 @@ def run_episode(
     num_steps = int(round(duration_s * SIM_HZ)) + 1
     spawn_every = round(scenario.spawn_period_s * SIM_HZ) if scenario.spawn_period_s else 0
     recorder = _Recorder()
-    ego_rows, lanes, junction, perturbed, poses = [], [], [], [], []
+    ego_rows, lanes, junction, perturbed, poses, paths = [], [], [], [], [], []
     crashed_at = None
     num_warmup = int(round(scenario.warmup_s * SIM_HZ))
     for i in range(num_warmup):
@@ -280,11 +290,12 @@ def run_episode(
             crashed_at = (i + 1 - num_warmup) * dt  # negative: during the warm-up
             break
     for i in range(0 if crashed_at is not None else num_steps):
-        row, lane, in_junction, pose = ego_row(env)
+        row, lane, in_junction, pose, path = ego_row(env)
         ego_rows.append(row)
         lanes.append(lane)
         junction.append(in_junction)
         poses.append(pose)
+        paths.append(path)
         recorder.record(env)
         if env.vehicle.crashed:
             crashed_at = i * dt
@@ -301,8 +312,8 @@ def run_episode(
             spawn_traffic(env, scenario)
     env.close()
     if not ego_rows:  # crashed during the warm-up: record the crash state only
-        row, lane, in_junction, pose = ego_row(env)
-        ego_rows, lanes, junction, poses = [row], [lane], [in_junction], [pose]
+        row, lane, in_junction, pose, path = ego_row(env)
+        ego_rows, lanes, junction, poses, paths = [row], [lane], [in_junction], [pose], [path]
         recorder.record(env)
     boxes, present = recorder.arrays()
     ego = np.asarray(ego_rows)
@@ -324,4 +335,5 @@ def run_episode(
         if perturbations
         else None,
         lane_pose=np.asarray(poses, dtype=np.float64),
+        route_path=paths,
     )

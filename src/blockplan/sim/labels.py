@@ -35,6 +35,8 @@ from blockplan.sim.episode import (
 )
 from blockplan.sim.explain import Situation, explain
 from blockplan.sim.world import KIND_OBSTACLE, KIND_VEHICLE, wrap_angle
+from blockplan.trajectory.frames import Pose2D
+from blockplan.trajectory.route import ROUTE_AHEAD_M, route_ahead
 from blockplan.types import (
     CRITICAL_OBJECT_KEYS,
     DEFAULT_ROUTE_COMMAND,
@@ -158,6 +160,14 @@ def log_lanes_beside(log: EpisodeLog, i: int) -> np.ndarray:
     side the map's lane count (`RoadMap.lanes_beside`), then `log_beside`'s cars."""
     lanes = np.asarray(log.road.lanes_beside(log.ego_lane[i]), dtype=np.float64)
     return np.concatenate([lanes[:, None], log_beside(log, i)], axis=1)
+
+
+def log_route_ahead(log: EpisodeLog, i: int) -> np.ndarray:
+    """(A, 2) the route ahead at step `i` as the planner reads it (`route_ahead` of the
+    route path recorded then, in the ego frame); NaN where the path says nothing."""
+    e = log.ego[i]
+    points = route_ahead(log.route_path[i], Pose2D(e[EGO_X], e[EGO_Y], e[EGO_YAW]))
+    return np.full((len(ROUTE_AHEAD_M), 2), np.nan) if points is None else points
 
 
 def _interp_ego(log: EpisodeLog, t: np.ndarray, col: int) -> np.ndarray:

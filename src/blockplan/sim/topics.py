@@ -1,8 +1,8 @@
 """Topic names, message types and frame ids of the bags `blockplan simulate` writes.
 
 The replay reads these names to find the cameras, odometry and the ground truth it scores
-itself against. Camera, odometry, route-command, lane-pose, lead-vehicle and lanes-beside
-topics are the planner's inputs
+itself against. Camera, odometry, route-command, lane-pose, lead-vehicle, lanes-beside and
+route topics are the planner's inputs
 (docs/DESIGN.md §4); the ground truth lives under /ground_truth so a replay never mistakes it for
 an input.
 """
@@ -23,6 +23,9 @@ LEAD_TOPIC = "/perception/lead_vehicle"
 # std_msgs/msg/Float64MultiArray, per side: the map's lane count and the tracker's nearest
 # cars ahead and behind in the lane line beside (bags/beside.py), every step (20 Hz)
 BESIDE_TOPIC = "/perception/lanes_beside"
+# nav_msgs/msg/Path in odom: the route ahead of the ego along its planned route, 10 m behind
+# to 120 m ahead (sim/route_path.py), with every camera tick: what a router publishes
+ROUTE_TOPIC = "/planning/route"
 GT_PATH_TOPIC = "/ground_truth/future_path"  # nav_msgs/msg/Path: 20 points at 4 Hz, base_link@t0
 GT_LABELS_TOPIC = "/ground_truth/labels"  # std_msgs/msg/String: JSON label (see sim/bag.py)
 
@@ -37,6 +40,7 @@ TOPIC_TYPES: dict[str, str] = {
     LANE_POSE_TOPIC: "geometry_msgs/msg/PoseStamped",
     LEAD_TOPIC: "nav_msgs/msg/Odometry",
     BESIDE_TOPIC: "std_msgs/msg/Float64MultiArray",
+    ROUTE_TOPIC: "nav_msgs/msg/Path",
     GT_PATH_TOPIC: "nav_msgs/msg/Path",
     GT_LABELS_TOPIC: "std_msgs/msg/String",
 }

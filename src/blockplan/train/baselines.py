@@ -8,7 +8,8 @@
   also the car ahead (gap, speed), the same inputs an encoder with `lead` gets
   (`model.ego.lead_inputs`), the fair bar for a model trained with `--ego-lead`; with
   `beside`, also the lanes beside as `model.ego.beside_inputs` reads them, the bar for a
-  model trained with `--ego-beside`.
+  model trained with `--ego-beside`; with `route`, also the route ahead as
+  `model.ego.route_inputs` reads it, the bar for a model trained with `--ego-route`.
 
 `EgoMLPPlanner` drives with the ego-status MLP in closed loop (`blockplan closed-loop
 --policies ego_mlp --data DATA`): the runtime's observation goes through the same history
@@ -26,14 +27,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from blockplan.model.ego import beside_inputs, lead_inputs
+from blockplan.model.ego import beside_inputs, lead_inputs, route_inputs
 from blockplan.runtime.planner import baseline_plan
 from blockplan.schema import ego_history_array
 from blockplan.schema.spec import DrivingSchema
 from blockplan.train.examples import Examples
 from blockplan.train.recipe import Recipe
 from blockplan.trajectory.upsample import WAYPOINT_TIMES_S
-from blockplan.types import Observation, Plan
+from blockplan.types import ROUTE_AHEAD_M, Observation, Plan
 
 WAYPOINT_INDEX = np.arange(3, 20, 4)  # t = 1..5 s in the 4 Hz future
 
@@ -60,14 +61,16 @@ def ego_features(
     lane_pose: bool = False,
     lead: bool = False,
     beside: bool = False,
+    route: bool = False,
 ) -> np.ndarray:
     """(N, F): the flattened ego history and a one-hot route command; with `lane_pose`, the
     lane pose too (zeros where unknown) and a known flag; with `lead`, the car ahead, with
-    `beside` the lanes beside, as the ego encoder reads them."""
+    `beside` the lanes beside, with `route` the route ahead, as the ego encoder reads them."""
     pose = data.lane_pose if lane_pose else None
     ahead = data.lead if lead else None
     lanes = data.beside if beside else None
-    return ego_feature_rows(data.ego_history, data.command, num_commands, pose, ahead, lanes)
+    path = data.route_ahead if route else None
+    return ego_feature_rows(data.ego_history, data.command, num_commands, pose, ahead, lanes, path)
 
 
 def ego_feature_rows(
@@ -77,6 +80,7 @@ def ego_feature_rows(
     lane_pose: np.ndarray | None = None,  # (N, 2), NaN where unknown
     lead: np.ndarray | None = None,  # (N, 2) gap (inf: none), speed; NaN gap where unknown
     beside: np.ndarray | None = None,  # (N, 2, 5) lanes beside; NaN where unknown
+    route: np.ndarray | None = None,  # (N, A, 2) route ahead; NaN where unknown
 ) -> np.ndarray:
     """`ego_features` of arrays: what a data set sample and a runtime observation share."""
     parts = [history.reshape(len(history), -1), np.eye(num_commands)[command]]
@@ -89,6 +93,9 @@ def ego_feature_rows(
     if beside is not None:
         lanes = torch.from_numpy(np.asarray(beside, dtype=np.float64))
         parts.append(beside_inputs(lanes, (len(history),)).numpy())
+    if route is not None:
+        ahead_route = torch.from_numpy(np.asarray(route, dtype=np.float64))
+        parts.append(route_inputs(ahead_route, (len(history),)).numpy())
     return np.concatenate(parts, axis=-1)
 
 
@@ -127,6 +134,7 @@ class EgoMLP:
     lane_pose: bool = False
     lead: bool = False
     beside: bool = False
+    route: bool = False
 
     @classmethod
     def fit(
@@ -140,15 +148,18 @@ class EgoMLP:
         lane_pose: bool = False,
         lead: bool = False,
         beside: bool = False,
+        route: bool = False,
     ) -> EgoMLP:
         """Full-batch AdamW on the L2 loss of the waypoints of `data`."""
-        x = ego_features(data, num_commands, lane_pose, lead, beside)
+        x = ego_features(data, num_commands, lane_pose, lead, beside, route)
         net, scale = fit_waypoint_mlp(x, data.future_xy, hidden, steps, lr, seed)
-        return cls(net, scale, num_commands, lane_pose, lead, beside)
+        return cls(net, scale, num_commands, lane_pose, lead, beside, route)
 
     def predict(self, data: Examples) -> np.ndarray:
         """(N, 5, 2) waypoints."""
-        x = ego_features(data, self.num_commands, self.lane_pose, self.lead, self.beside)
+        x = ego_features(
+            data, self.num_commands, self.lane_pose, self.lead, self.beside, self.route
+        )
         return self.predict_features(x)
 
     @torch.no_grad()
@@ -211,6 +222,7 @@ class EgoMLPPlanner:
         self.reads_lane_pose = mlp.lane_pose
         self.reads_lead = mlp.lead
         self.reads_beside = mlp.beside
+        self.reads_route = mlp.route
 
     @classmethod
     def fit(
@@ -221,6 +233,7 @@ class EgoMLPPlanner:
         lane_pose: bool = False,
         lead: bool = False,
         beside: bool = False,
+        route: bool = False,
     ) -> EgoMLPPlanner:
         """Fitted on the train split of a `blockplan dataset` folder, with `recipe`'s history
         rows (the model's: `blockplan eval` fits the same MLPs for its `ego_mlp` and
@@ -228,7 +241,7 @@ class EgoMLPPlanner:
         from blockplan.train.examples import load_shards
 
         train = load_shards(data_dir, "train", recipe, with_images=False)
-        return cls.fit_examples(train, recipe.schema, steps, lane_pose, lead, beside)
+        return cls.fit_examples(train, recipe.schema, steps, lane_pose, lead, beside, route)
 
     @classmethod
     def fit_examples(
@@ -239,11 +252,18 @@ class EgoMLPPlanner:
         lane_pose: bool = False,
         lead: bool = False,
         beside: bool = False,
+        route: bool = False,
     ) -> EgoMLPPlanner:
         """Fitted on already-loaded examples (encoded with `schema`'s history rows)."""
         commands = len(schema.route_commands)
         mlp = EgoMLP.fit(
-            train, commands, steps=steps, lane_pose=lane_pose, lead=lead, beside=beside
+            train,
+            commands,
+            steps=steps,
+            lane_pose=lane_pose,
+            lead=lead,
+            beside=beside,
+            route=route,
         )
         return cls(mlp, schema)
 
@@ -267,7 +287,14 @@ class EgoMLPPlanner:
         if self.mlp.beside:  # and the lanes beside
             known = observation.beside is not None
             lanes = np.asarray(observation.beside if known else np.full((2, 5), np.nan))[None]
-        return ego_feature_rows(history[None], index, self.mlp.num_commands, pose, ahead, lanes)
+        path = None
+        if self.mlp.route:  # and the route ahead
+            known = observation.route_ahead is not None
+            shape = (len(ROUTE_AHEAD_M), 2)
+            path = np.asarray(observation.route_ahead if known else np.full(shape, np.nan))[None]
+        return ego_feature_rows(
+            history[None], index, self.mlp.num_commands, pose, ahead, lanes, path
+        )
 
     def plan(self, observation: Observation) -> Plan:
         waypoints = self.mlp.predict_features(self.features(observation))[0]  # (5, 2)
@@ -277,6 +304,7 @@ class EgoMLPPlanner:
                 ("lane pose", self.reads_lane_pose),
                 ("lead", self.reads_lead),
                 ("lanes beside", self.reads_beside),
+                ("route", self.reads_route),
             )
             if on
         ]

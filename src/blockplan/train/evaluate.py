@@ -66,13 +66,16 @@ CRITICAL_SECTION = SECTION_NAMES.index("critical_objects")
 # one that also reads the car ahead (`ego_mlp_lead`): the bar for a model that reads both;
 # and the one that reads the lanes beside as well (`ego_mlp_beside`; on data sets written
 # before they were recorded its 18 extra inputs are constant, and it differs from
-# `ego_mlp_lead` only by its random init).
+# `ego_mlp_lead` only by its random init); and the one that reads the route ahead as well
+# (`ego_mlp_route`: the bar for a model that reads the router's path; constant inputs on data
+# sets written before it was recorded, likewise).
 EXTRA = (
     "rollouts_n4_plain_mean",
     "expert_waypoints",
     "ego_mlp_lane_pose",
     "ego_mlp_lead",
     "ego_mlp_beside",
+    "ego_mlp_route",
 )
 GATES = GateConfig()  # the shipped hard limits: `gate_pass_rate` is what the runtime publishes
 COMFORT = ComfortConfig()  # the shipped comfort limits (reported, never a fallback)
@@ -233,6 +236,9 @@ def evaluate(
     mlp_beside = EgoMLP.fit(
         train, num_commands, steps=mlp_steps, lane_pose=True, lead=True, beside=True
     )
+    mlp_route = EgoMLP.fit(
+        train, num_commands, steps=mlp_steps, lane_pose=True, lead=True, beside=True, route=True
+    )
     other_seeds = [
         EgoMLP.fit(train, num_commands, steps=mlp_steps, seed=seed).predict(test)
         for seed in range(1, mlp_seeds)
@@ -249,6 +255,7 @@ def evaluate(
         "ego_mlp_lane_pose": mlp_lane.predict(test),
         "ego_mlp_lead": mlp_lead.predict(test),
         "ego_mlp_beside": mlp_beside.predict(test),
+        "ego_mlp_route": mlp_route.predict(test),
     }
     tallies = {m: Tally() for m in METHODS + EXTRA}
     expert = tallies["expert_waypoints"]

@@ -26,7 +26,7 @@ from tqdm import tqdm
 from blockplan.errors import UserError
 from blockplan.schema import SECTION_NAMES, ego_history_array, encode_answer, render_prompt
 from blockplan.train.recipe import Recipe
-from blockplan.types import DrivingAnswer
+from blockplan.types import ROUTE_AHEAD_M, DrivingAnswer
 
 
 class DataError(UserError, ValueError):
@@ -53,6 +53,9 @@ class Examples(torch.utils.data.Dataset):
     # (N, 2, 5) float32 the lanes beside, per side: lanes, gap and speed of the car ahead and
     # of the car behind in that lane line (sim/dataset.py `shard_beside`); NaN: unknown
     beside: np.ndarray
+    # (N, A, 2) float32 the route ahead in the ego frame at t0 (sim/dataset.py
+    # `shard_route_ahead`); NaN: unknown
+    route_ahead: np.ndarray
     # (N, len(SECTION_NAMES)) bool: which answer sections are labels; the loss skips the
     # tokens of the others (a bag cannot label critical objects or an explanation,
     # replay/dataset.py). Simulator and Fast-dDrive samples: all known.
@@ -184,7 +187,13 @@ def load_shards(
     """Every sample of `split` of a simulator data set, encoded against `recipe`, in manifest
     order (`with_images=False`: (N, 0, 1, 1, 3) image placeholders, for the baselines;
     `manifest`: the already-read manifest, so a caller sees one consistent episode list)."""
-    from blockplan.sim.dataset import load_shard, sample_answer, sample_observation, shard_beside
+    from blockplan.sim.dataset import (
+        load_shard,
+        sample_answer,
+        sample_observation,
+        shard_beside,
+        shard_route_ahead,
+    )
 
     root = Path(root)
     manifest = manifest or read_manifest(root)
@@ -208,6 +217,7 @@ def load_shards(
         lane_pose = shard["lane_pose"].astype(np.float32) if "lane_pose" in shard else unknown
         lead = shard["lead"].astype(np.float32) if "lead" in shard else unknown
         beside = shard_beside(shard)
+        route = shard_route_ahead(shard)
         known = shard_known_sections(shard)
         for i in range(shard["stamp_ns"].shape[0]):
             obs = sample_observation(shard, i)
@@ -229,6 +239,7 @@ def load_shards(
                     "lane_pose": lane_pose[i],
                     "lead": lead[i],
                     "beside": beside[i],
+                    "route_ahead": route[i],
                     "known_sections": known[i],
                 }
             )
@@ -302,6 +313,7 @@ def load_fastddrive(path: str | Path, recipe: Recipe, history_period_s: float = 
                 "lane_pose": np.full(2, np.nan, np.float32),
                 "lead": np.full(2, np.nan, np.float32),
                 "beside": np.full((2, 5), np.nan, np.float32),
+                "route_ahead": np.full((len(ROUTE_AHEAD_M), 2), np.nan, np.float32),
                 "known_sections": np.ones(len(SECTION_NAMES), dtype=bool),
             }
         )

@@ -153,11 +153,12 @@ class SASDModule(nn.Module):
         scene_given: torch.Tensor | None = None,
         lead_input: torch.Tensor | None = None,
         beside_input: torch.Tensor | None = None,
+        route_input: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """(B, P, W) from prompt ids (B, P), uint8 images (B, K*T, H, W, 3) and, for a model
         with a numeric ego encoder, the ego history (B, num_history, 6) it encodes (and the
-        (B, 2) lane pose, NaN: unknown, the (B, 2) car ahead and the (B, 2, 5) lanes beside,
-        for an encoder that reads them); `visual_out` collects
+        (B, 2) lane pose, NaN: unknown, the (B, 2) car ahead, the (B, 2, 5) lanes beside and
+        the (B, A, 2) route ahead, for an encoder that reads them); `visual_out` collects
         each sample's visual tokens (K*T, G, W), `scene_out` the scene head's numbers
         (K*T, n) of a model with a scene token; `scene_given` (B, K*T, n) the numbers its
         scene token says instead, where not NaN (teacher forcing)."""
@@ -178,6 +179,8 @@ class SASDModule(nn.Module):
                 ego["lead"] = lead_input[b]
             if span is not None and beside_input is not None:
                 ego["beside"] = beside_input[b]
+            if span is not None and route_input is not None:
+                ego["route_ahead"] = route_input[b]
             rows.append(m.embed_prompt(prompt_ids[b], self.template.image_spans, visual, **ego))
         return torch.cat(rows)
 
@@ -195,6 +198,7 @@ class SASDModule(nn.Module):
         scene_given: torch.Tensor | None = None,
         lead_input: torch.Tensor | None = None,  # (B, 2) the encoder's car ahead
         beside_input: torch.Tensor | None = None,  # (B, 2, 5) the encoder's lanes beside
+        route_input: torch.Tensor | None = None,  # (B, A, 2) the encoder's route ahead
     ) -> torch.Tensor:
         """Final-norm hidden states (B, S, W) of the two-stream sequence; `recorder` keeps
         the K/V of some layers, `visual_out` collects the visual tokens, `scene_out` the
@@ -210,6 +214,7 @@ class SASDModule(nn.Module):
             scene_given,
             lead_input,
             beside_input,
+            route_input,
         )
         answers = torch.cat([answer_ids[:, None], noisy_ids], dim=1).reshape(B, -1)
         embeds = torch.cat([prompt, self.model.embed(answers)], dim=1)  # (B, S, W)
@@ -240,6 +245,7 @@ class SASDModule(nn.Module):
         lead_told: torch.Tensor | None = None,  # (B,) bool: the scene token says the true gap
         lead_input: torch.Tensor | None = None,  # (B, 2) the ego encoder's car ahead
         beside_input: torch.Tensor | None = None,  # (B, 2, 5) the ego encoder's lanes beside
+        route_input: torch.Tensor | None = None,  # (B, A, 2) the ego encoder's route ahead
         known_sections: torch.Tensor | None = None,  # (B, num_sections) bool; None: all known
     ) -> dict[str, torch.Tensor]:
         B, P, A = answer_ids.shape[0], self.prompt_len, self.answer_len
@@ -266,6 +272,7 @@ class SASDModule(nn.Module):
             given,
             lead_input,
             beside_input,
+            route_input,
         )  # (B, S, W)
         lm_head = self.model.decoder.lm_head
         # AR: editable position a from the clean stream's hidden state at P - 1 + a

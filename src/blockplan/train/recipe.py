@@ -87,6 +87,7 @@ class Recipe:
         ego_scene: bool = False,
         ego_lead: bool = False,
         ego_beside: bool = False,
+        ego_route: bool = False,
     ) -> Recipe:
         """`frame_period_s`: the training frames' spacing, recorded in config.json (the
         runtime refuses a frame window of another spacing). `trajectory_head`: `tokens` or
@@ -99,7 +100,8 @@ class Recipe:
         `vision_keypoints`, `vision_scene`: spatial-softmax keypoints and a scene token of
         that many numbers per image (docs/ALGORITHMS.md §3.5); `ego_scene`: the ego encoder
         also reads the front camera's newest scene token; `ego_lead`: the car ahead (gap,
-        speed; §3.6); `ego_beside`: the lanes beside (lane count, cars; §3.7)."""
+        speed; §3.6); `ego_beside`: the lanes beside (lane count, cars; §3.7); `ego_route`:
+        the route ahead (§3.8)."""
         if arch not in ARCHS:
             raise ModelConfigError(f"arch={arch!r}: must be one of {sorted(ARCHS)}")
         decoder_kw, vision, streamable = ARCHS[arch]
@@ -138,6 +140,7 @@ class Recipe:
                 scene=ego_scene,
                 lead=ego_lead,
                 beside=ego_beside,
+                route=ego_route,
             )
             if ego_tokens
             else None,

@@ -31,7 +31,13 @@ from tqdm import tqdm
 
 from blockplan.decoding.ngrams import draft_files, text_sections
 from blockplan.errors import UserError
-from blockplan.model.ego import BESIDE_INPUTS, LANE_INPUTS, LEAD_INPUTS, NUM_COLUMNS
+from blockplan.model.ego import (
+    BESIDE_INPUTS,
+    LANE_INPUTS,
+    LEAD_INPUTS,
+    NUM_COLUMNS,
+    ROUTE_INPUTS,
+)
 from blockplan.model.planner_model import PlannerModel
 from blockplan.model.vision import resample_cells
 from blockplan.schema import SECTION_NAMES
@@ -87,6 +93,9 @@ class TrainConfig:
     # Share of samples whose lane count beside, and apart from it whose cars beside, an ego
     # encoder that reads the lanes beside sees as unknown (no map, no tracker).
     beside_dropout: float = 0.1
+    # Share of samples whose route ahead an ego encoder that reads it sees as unknown (so
+    # the model also plans without a router).
+    route_dropout: float = 0.1
     # Weight of the training-only lead probe's loss (the gap to the car ahead in the lane,
     # read from the visual tokens; 0 = no probe; train/probe.py).
     lead_weight: float = 0.0
@@ -115,7 +124,7 @@ class TrainConfig:
             raise TrainError(f"lane_pose_weight={self.lane_pose_weight} must be >= 0")
         if not self.lead_weight >= 0:
             raise TrainError(f"lead_weight={self.lead_weight} must be >= 0")
-        for name in ("lane_pose_dropout", "lead_dropout", "beside_dropout"):
+        for name in ("lane_pose_dropout", "lead_dropout", "beside_dropout", "route_dropout"):
             if not 0 <= getattr(self, name) <= 1:
                 raise TrainError(f"{name}={getattr(self, name)} must be in [0, 1]")
         if not 0 <= self.scene_teacher_share <= 1:
@@ -271,6 +280,13 @@ class Trainer:
                 "written by `blockplan dataset` before `lanes_beside` and `beside`: regenerate "
                 "them)"
             )
+        self.route_input = encoder is not None and encoder.route
+        if self.route_input and not np.isfinite(train_set.route_ahead).all(axis=(1, 2)).any():
+            raise TrainError(
+                "ego_route but no training sample records the route ahead (data sets written "
+                "by `blockplan dataset` before `route_ahead`, or bags without /planning/route: "
+                "regenerate them)"
+            )
         for needed, what in ((probe, "lane_pose_weight > 0"), (self.lane_input, "ego_lane_pose")):
             if needed and not np.isfinite(train_set.lane_pose).all(axis=1).any():
                 raise TrainError(
@@ -380,15 +396,19 @@ class Trainer:
             ):
                 encoder = dataclasses.replace(mine.ego_encoder, **{name: False})
                 mine = dataclasses.replace(mine, ego_encoder=encoder)
-                after = (LEAD_INPUTS if theirs.lead else 0) + (
-                    BESIDE_INPUTS if theirs.beside else 0
+                after = (
+                    (LEAD_INPUTS if theirs.lead else 0)
+                    + (BESIDE_INPUTS if theirs.beside else 0)
+                    + (ROUTE_INPUTS if theirs.route else 0)
                 )
                 widened = zero_inputs(state[EGO_INPUT], width, before_last=after)
                 state = dict(state) | {EGO_INPUT: widened}
-        # The car ahead, then the lanes beside, come after every other input, so any encoder
-        # folder without them can start a run that reads them: the car ahead's inputs go in
-        # before the lanes beside where the folder already reads those.
-        for name, width in (("lead", LEAD_INPUTS), ("beside", BESIDE_INPUTS)):
+        # The car ahead, then the lanes beside, then the route ahead come after every other
+        # input, so any encoder folder without them can start a run that reads them: each
+        # goes in before those of the later ones the folder already reads.
+        later = {"lead": ("beside", "route"), "beside": ("route",), "route": ()}
+        widths = {"lead": LEAD_INPUTS, "beside": BESIDE_INPUTS, "route": ROUTE_INPUTS}
+        for name, width in widths.items():
             if (
                 theirs is not None
                 and mine.ego_encoder is not None
@@ -397,7 +417,7 @@ class Trainer:
             ):
                 encoder = dataclasses.replace(mine.ego_encoder, **{name: False})
                 mine = dataclasses.replace(mine, ego_encoder=encoder)
-                after = BESIDE_INPUTS if name == "lead" and theirs.beside else 0
+                after = sum(widths[k] for k in later[name] if getattr(theirs, k))
                 widened = zero_inputs(state[EGO_INPUT], width, before_last=after)
                 state = dict(state) | {EGO_INPUT: widened}
         if theirs is not None and mine.ego_encoder is not None:
@@ -540,6 +560,10 @@ class Trainer:
             lanes[drop[:, 0], :, 0] = np.nan  # the lane count (the map)
             lanes[drop[:, 1], :, 1:] = np.nan  # the cars (the tracker)
             batch["beside_input"] = torch.from_numpy(lanes)
+        if self.route_input:  # after the beside draw: runs without it draw as before
+            route = data.route_ahead[np.asarray(indices, dtype=np.int64)].astype(np.float64)
+            route[rng.random(len(indices)) < self.config.route_dropout] = np.nan
+            batch["route_input"] = torch.from_numpy(route)
         if teach and self.config.scene_teacher_share > 0:  # last: other runs draw as before
             told = rng.random(len(indices)) < self.config.scene_teacher_share
             batch["lead_told"] = torch.from_numpy(told)
