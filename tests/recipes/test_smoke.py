@@ -42,6 +42,8 @@ def test_the_driving_recipe_at_smoke_scale(tmp_path, monkeypatch):
     model = _run_smoke("blockplan-tiny", tmp_path / "out", monkeypatch, jobs=2)
     planner = load_model(str(model), load_config(default_params_path()))
     assert planner.weights == VERIFIED
+    config = json.loads((model / "config.json").read_text())
+    assert config["ego_encoder"]["route"] is True  # the fine-tunes added the route ahead
     replay = json.loads(
         (tmp_path / "out" / "stages" / "demo-replay" / "replay" / "metrics.json").read_text()
     )
