@@ -13,7 +13,9 @@ on the test split, per scenario:
 - `+set_speed`: the expert's set speed (`sim.scenarios.expert_target_speed`) and its
   difference to the current speed;
 - `+lead`: the gap to the car ahead in the ego's lane and its speed relative to the ego's
-  (the data set's `lead`; no car ahead: gap 200 m, the ego's speed, a flag).
+  (the data set's `lead`; no car ahead: gap 200 m, the ego's speed, a flag);
+- `+route`: the route ahead as the ego encoder reads it (`model.ego.route_inputs`; the data
+  set's `route_ahead`, docs/ALGORITHMS.md §3.8).
 
     python scripts/open_loop_information.py --data BASE --model models/blockplan-tiny \\
         --json OUT.json [--variants history now now+lead ...]
@@ -27,7 +29,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from blockplan.model.ego import route_inputs
 from blockplan.sim.scenarios import SCENARIOS, expert_target_speed
 from blockplan.train.baselines import fit_waypoint_mlp, predict_waypoints
 from blockplan.train.evaluate import recipe_of_folder
@@ -43,6 +47,8 @@ VARIANTS = (
     "now+set_speed",
     "now+lead",
     "now+set_speed+lead",
+    "history+route",
+    "history+lead+route",
 )
 NO_LEAD_GAP_M = 200.0
 
@@ -80,6 +86,9 @@ def features(data: Examples, variant: str, num_commands: int) -> np.ndarray:
             gap = np.where(none, NO_LEAD_GAP_M, np.nan_to_num(lead[:, :1], nan=NO_LEAD_GAP_M))
             lead_speed = np.where(none, speed, np.nan_to_num(lead[:, 1:2], nan=0.0))
             parts += [gap, lead_speed - speed, none.astype(float)]
+        elif extra == "route":
+            route = torch.from_numpy(data.route_ahead.astype(np.float64))
+            parts.append(route_inputs(route, (len(history),)).numpy())
         else:
             raise ValueError(f"variant {variant!r}: unknown input {extra!r}")
     return np.concatenate(parts, axis=-1)
