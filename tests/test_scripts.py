@@ -49,3 +49,24 @@ def test_gate_pass_rates_passes_a_straight_constant_speed_expert(tmp_path, monke
     assert rates["highway"]["samples"] > 0
     assert rates["highway"]["after_hard_gates"] == 1.0
     assert rates["highway"]["left_out_reversing"] == 0
+
+
+def test_expert_failures_names_a_cause_from_the_two_cars():
+    """`cause` from the vehicles at a collision; a clean highway second has no failure."""
+    from types import SimpleNamespace as V
+
+    from tests.optional import importorskip
+
+    importorskip("highway_env")
+    tool = _load("expert_failures")
+    ring = V(speed=12.0, heading=0.0, lane_index=("se", "ex", 0))
+    entering = V(speed=6.0, heading=1.2, lane_index=("ses", "se", 0))
+    beside = V(speed=14.0, heading=0.2, lane_index=("se", "ex", 1))
+    crossing = V(speed=5.0, heading=1.6, lane_index=("ir1", "il3", 0))
+    turning = V(speed=3.0, heading=0.0, lane_index=("ir0", "il1", 0))
+    backwards = V(speed=-0.8, heading=0.0, lane_index=("il1", "o1", 0))
+    assert tool.cause(entering, ring) == "entry without yielding"
+    assert tool.cause(ring, beside) == "lane change"
+    assert tool.cause(turning, crossing) == "junction crossing"
+    assert tool.cause(backwards, ring) == "moving backwards"
+    assert tool.failure("highway", 0, 1.0) is None
