@@ -586,6 +586,41 @@ def test_an_encoder_that_reads_the_route_starts_from_one_that_reads_the_lanes_be
         Trainer(route, train, "unused", TrainConfig(steps=1))
 
 
+def test_perception_dropout_hides_the_lane_pose_the_car_ahead_and_the_lanes_beside_together(
+    dataset_dir,
+):
+    """--perception-dropout: for its share of training samples the encoder sees none of the
+    perception inputs (as on a vehicle without those modules), the route stays; validation
+    (`teach=False`) keeps them all; the share is checked."""
+    recipe = Recipe.build(
+        "test",
+        CAMERAS,
+        NUM_FRAMES,
+        ego_tokens=2,
+        ego_lane_pose=True,
+        ego_lead=True,
+        ego_beside=True,
+        ego_route=True,
+    )
+    train = load_shards(dataset_dir, "train", recipe)
+    every = list(range(len(train))) * 8
+    quiet = {"lane_pose_dropout": 0.0, "lead_dropout": 0.0, "beside_dropout": 0.0}
+    quiet |= {"route_dropout": 0.0}
+    for share in (0.0, 0.5, 1.0):
+        config = TrainConfig(steps=1, batch_size=2, perception_dropout=share, **quiet)
+        trainer = Trainer(recipe, train, "unused", config, progress=False)
+        batch = trainer.inputs(train, every, np.random.default_rng(1))
+        blind = torch.isnan(batch["lane_input"]).all(dim=1).numpy()
+        assert (torch.isnan(batch["lead_input"][:, 0]).numpy() == blind).all()
+        assert (torch.isnan(batch["beside_input"]).flatten(1).all(dim=1).numpy() == blind).all()
+        assert not torch.isnan(batch["route_input"]).any()
+        assert blind.mean() == pytest.approx(share, abs=0.15)
+        kept = trainer.inputs(train, every, np.random.default_rng(1), teach=False)
+        assert not torch.isnan(kept["lane_input"]).any()
+    with pytest.raises(TrainError, match="perception_dropout"):
+        TrainConfig(steps=1, perception_dropout=1.2)
+
+
 @pytest.mark.parametrize("reads", ["cells", "map"])
 def test_a_scene_token_learns_the_lead_gap_from_the_front_camera(
     reads, recipe, dataset_dir, tmp_path

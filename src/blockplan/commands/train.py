@@ -115,6 +115,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "model also plans without a router (0.1)",
     )
     parser.add_argument(
+        "--perception-dropout",
+        type=float,
+        default=0.0,
+        help="share of training samples whose lane pose, car ahead and lanes beside the "
+        "encoder sees as unknown all at once, as on a vehicle without those modules, so the "
+        "model learns to plan from the cameras (0)",
+    )
+    parser.add_argument(
         "--beside-dropout",
         type=float,
         default=0.1,
@@ -446,6 +454,7 @@ def run(args: argparse.Namespace) -> int:
             lead_dropout=args.lead_dropout,
             beside_dropout=args.beside_dropout,
             route_dropout=args.route_dropout,
+            perception_dropout=args.perception_dropout,
             lead_weight=args.lead_weight,
             scene_teacher_share=args.scene_teacher_share,
             steady_history_share=args.steady_history_share,

@@ -109,6 +109,11 @@ class TrainConfig:
     # past braking (the "copycat" shortcut of imitation learning); validation keeps the
     # true history. `steady_history`.
     steady_history_share: float = 0.0
+    # Share of training samples whose perception inputs (the lane pose, the car ahead and
+    # the lanes beside) an ego encoder that reads them sees as unknown all together, as on a
+    # vehicle without those modules: the model then plans from the cameras (and the route).
+    # The per-input dropouts above rarely hide all three at once. Validation keeps them.
+    perception_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1:
@@ -124,7 +129,13 @@ class TrainConfig:
             raise TrainError(f"lane_pose_weight={self.lane_pose_weight} must be >= 0")
         if not self.lead_weight >= 0:
             raise TrainError(f"lead_weight={self.lead_weight} must be >= 0")
-        for name in ("lane_pose_dropout", "lead_dropout", "beside_dropout", "route_dropout"):
+        for name in (
+            "lane_pose_dropout",
+            "lead_dropout",
+            "beside_dropout",
+            "route_dropout",
+            "perception_dropout",
+        ):
             if not 0 <= getattr(self, name) <= 1:
                 raise TrainError(f"{name}={getattr(self, name)} must be in [0, 1]")
         if not 0 <= self.scene_teacher_share <= 1:
@@ -574,6 +585,12 @@ class Trainer:
             batch["ego_history"] = torch.where(
                 torch.from_numpy(steady)[:, None, None], held, batch["ego_history"]
             )
+        if teach and self.config.perception_dropout > 0:  # last: other runs draw as before
+            blind = torch.from_numpy(rng.random(len(indices)) < self.config.perception_dropout)
+            for key in ("lane_input", "lead_input", "beside_input"):
+                if key in batch:
+                    hidden = blind.reshape(-1, *[1] * (batch[key].dim() - 1))
+                    batch[key] = torch.where(hidden, torch.nan, batch[key])
         return {k: v.to(self.ctx.device) for k, v in batch.items()}
 
     def train_step(self, runner: nn.Module) -> dict[str, float]:
