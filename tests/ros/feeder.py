@@ -2,7 +2,8 @@
 
 `Feeder` publishes, from a thread of the test process, what a vehicle's drivers would: the
 four cameras (a `blockplan simulate` bag's frames, 10 Hz), the lane pose, the car ahead and
-the lanes beside (the bag's, 20 Hz), the route command (10 Hz), odometry (20 Hz) and
+the lanes beside (the bag's, 20 Hz), the route command and the router's path (10 Hz),
+odometry (20 Hz) and
 `/clock` (100 Hz) for a node on `use_sim_time`. The bag loops without a seam: its messages
 are restamped onto a sim timeline that keeps running across loops, and the odometry is
 synthesized on that timeline (straight ahead at a constant speed), so a loop of the bag is no
@@ -33,7 +34,8 @@ LANE_POSE_TOPIC = "/localization/lane_pose"
 LEAD_TOPIC = "/perception/lead_vehicle"
 BESIDE_TOPIC = "/perception/lanes_beside"
 ROUTE_TOPIC = "/planning/route_command"
-BAG_TOPICS = (*CAMERA_TOPICS, LANE_POSE_TOPIC, LEAD_TOPIC, BESIDE_TOPIC, ROUTE_TOPIC)
+PATH_TOPIC = "/planning/route"  # the router's path (nav_msgs/Path in odom)
+BAG_TOPICS = (*CAMERA_TOPICS, LANE_POSE_TOPIC, LEAD_TOPIC, BESIDE_TOPIC, ROUTE_TOPIC, PATH_TOPIC)
 ODOM_PERIOD_NS = 50_000_000
 CLOCK_PERIOD_NS = 10_000_000
 CLOCK_LEAP_NS = 60_000_000

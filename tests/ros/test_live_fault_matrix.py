@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.optional import importorskip
@@ -40,6 +41,7 @@ from tests.ros.feeder import (
     LANE_POSE_TOPIC,
     LEAD_TOPIC,
     ODOM_TOPIC,
+    PATH_TOPIC,
     ROUTE_TOPIC,
     Feeder,
 )
@@ -257,7 +259,7 @@ def test_clock_jumping_back_like_a_bag_loop(matrix):
 
 
 def _garbled(m: Matrix) -> dict[str, Callable[[Any, int], Any]]:
-    from blockplan.bags import beside_to_msg, lane_pose_to_msg, lead_to_msg
+    from blockplan.bags import beside_to_msg, lane_pose_to_msg, lead_to_msg, route_to_msg
 
     ns = m.feeder.ns
     nan, inf = math.nan, math.inf
@@ -281,7 +283,17 @@ def _garbled(m: Matrix) -> dict[str, Callable[[Any, int], Any]]:
     def route(msg: Any, n: int) -> Any:
         return ns.make("std_msgs/msg/String", data="\u2603 garbage \x00 command")
 
-    return {LEAD_TOPIC: lead, BESIDE_TOPIC: beside, LANE_POSE_TOPIC: lane, ROUTE_TOPIC: route}
+    def path(msg: Any, n: int) -> Any:  # in the map frame, then a NaN point
+        points = [[0.0, 0.0], [50.0, 0.0], [nan, 1.0]] if n % 2 else [[0.0, 0.0], [50.0, 0.0]]
+        return route_to_msg(ns, stamp(msg), np.asarray(points), "odom" if n % 2 else "map")
+
+    return {
+        LEAD_TOPIC: lead,
+        BESIDE_TOPIC: beside,
+        LANE_POSE_TOPIC: lane,
+        ROUTE_TOPIC: route,
+        PATH_TOPIC: path,
+    }
 
 
 def test_garbled_perception_and_route_topics(matrix):
@@ -290,7 +302,13 @@ def test_garbled_perception_and_route_topics(matrix):
     wall, sim0 = time.time_ns() - 50_000_000, m.feeder.sim_ns()
     for topic, fn in _garbled(m).items():
         m.feeder.garble(topic, fn)
-    kinds = ("lead_invalid", "beside_invalid", "lane_pose_nonfinite", "unknown_route_command")
+    kinds = (
+        "lead_invalid",
+        "beside_invalid",
+        "lane_pose_nonfinite",
+        "unknown_route_command",
+        "route_invalid",
+    )
     named: set[str] = set()
 
     def names_them(s: Status) -> bool:
