@@ -546,6 +546,29 @@ def test_the_route_goes_to_a_planner_that_reads_it_as_points_ahead_of_the_ego() 
     assert runtime.metrics()["route_invalid"] == len(bad)
 
 
+def test_any_route_message_is_taken_or_refused_never_raised():
+    """Random paths (any length, repeated points, NaN, inf, huge or tiny coordinates, wrong
+    shapes): the runtime keeps or refuses each without raising, and what reaches the planner
+    is six finite points or nothing."""
+    planner = InputsPlanner(route=True)
+    runtime, drive = _runtime("ideal", planner=planner)
+    rng = np.random.default_rng(7)
+    for k in range(200):
+        n = int(rng.integers(0, 12))
+        path = rng.normal(scale=10.0 ** rng.integers(-3, 13), size=(n, 2))
+        if k % 5 == 0 and n:
+            path[rng.integers(n)] = rng.choice([np.nan, np.inf, -np.inf])
+        if k % 7 == 0:
+            path = np.repeat(path[:1], 4, axis=0) if n else path
+        if k % 11 == 0:
+            path = rng.normal(size=(n, 3))
+        runtime.on_route(drive.t, path)
+        drive.step()
+    assert 0 < runtime.metrics()["route_invalid"] < 200
+    for route in (o.route_ahead for o in planner.seen):
+        assert route is None or (len(route) == 6 and np.isfinite(route).all())
+
+
 def test_a_planner_that_does_not_read_the_route_never_gets_it():
     planner = InputsPlanner(lead=True)
     runtime, drive = _runtime("ideal", planner=planner)
