@@ -10,8 +10,7 @@ from blockplan.sim.dataset import DatasetOptions, episode_samples, shard_route_a
 from blockplan.sim.episode import EGO_X, EGO_Y, EGO_YAW
 from blockplan.sim.labels import log_route_ahead
 from blockplan.sim.rig import load_rig
-from blockplan.sim.route_path import ROUTE_AHEAD_M as PATH_AHEAD_M
-from blockplan.sim.route_path import ROUTE_STEP_M
+from blockplan.sim.route_path import PATH_AHEAD_M, PATH_STEP_M
 from blockplan.trajectory import Pose2D
 from blockplan.types import ROUTE_AHEAD_M
 from tests.sim.conftest import short_episode
@@ -64,9 +63,9 @@ def test_the_route_covers_what_the_planner_reads():
     for i in range(0, len(log.t), 40):
         path = log.route_path[i]
         steps = np.linalg.norm(np.diff(path, axis=0), axis=1)
-        # a point every ROUTE_STEP_M of the lane's own station (a sine lane's wiggle, a ring
+        # a point every PATH_STEP_M of the lane's own station (a sine lane's wiggle, a ring
         # lane's station on another radius: within 20 %)
-        assert (steps > 0.8 * ROUTE_STEP_M).all() and (steps < 1.2 * ROUTE_STEP_M).all()
+        assert (steps > 0.8 * PATH_STEP_M).all() and (steps < 1.2 * PATH_STEP_M).all()
         nearest = np.linalg.norm(path - log.ego[i, [EGO_X, EGO_Y]], axis=1).min()
         assert nearest < 2.5  # the ego is on its lane's centre line, give or take
 

@@ -1,14 +1,16 @@
 """The route a router would publish (`/planning/route`): the centre line of the lanes the
 ego is to drive, from its lane now along its planned highway-env route, in REP-103.
 
-The line starts `ROUTE_BEHIND_M` behind the ego's station on its current lane (the one
-highway-env assigns it, as the lane pose) and runs `ROUTE_AHEAD_M` ahead, a point every
-`ROUTE_STEP_M`. At a lane's end it continues on the next road of the route, in the lane that
-starts nearest the end of the one before (a lane-level route keeps the lane it is in);
-where the route says nothing (no route, or a road off it) on the only road that follows;
-where the ego is on a road off the route that starts where one of the route's does (at a
-fork), on the route's;
-where several roads follow and none is on the route, the line ends there.
+The line starts `PATH_BEHIND_M` behind the ego's station on its current lane (the one
+highway-env assigns it, as the lane pose) and runs `PATH_AHEAD_M` ahead, a point every
+`PATH_STEP_M` of lane. Which lanes it takes:
+
+- at a lane's end, the route's next road, in the lane that starts nearest the end of the one
+  before (a lane-level route keeps the lane it is in);
+- where the route says nothing (no route, or a road off it), the only road that follows;
+  where several follow, the line ends there;
+- where the ego is on a road off the route that leaves the same node as one of the route's
+  (a roundabout's ring beside its exit), the route's road.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-ROUTE_BEHIND_M = 10.0
-ROUTE_AHEAD_M = 120.0
-ROUTE_STEP_M = 2.0
+PATH_BEHIND_M = 10.0
+PATH_AHEAD_M = 120.0
+PATH_STEP_M = 2.0
 
 
 def _next_road(network: Any, road: tuple[str, str], route: list[tuple]) -> tuple[str, str] | None:
@@ -52,9 +54,9 @@ def route_path(
                 index = (a, b, k)
                 break
     lane = network.get_lane(index)
-    s = float(lane.local_coordinates(position)[0]) - ROUTE_BEHIND_M
+    s = float(lane.local_coordinates(position)[0]) - PATH_BEHIND_M
     points, ended = [], False
-    for _ in range(int(round((ROUTE_BEHIND_M + ROUTE_AHEAD_M) / ROUTE_STEP_M)) + 1):
+    for _ in range(int(round((PATH_BEHIND_M + PATH_AHEAD_M) / PATH_STEP_M)) + 1):
         while s > lane.length:
             road = _next_road(network, (index[0], index[1]), route)
             if road is None:
@@ -71,5 +73,5 @@ def route_path(
             break
         x, y = lane.position(s, 0.0)
         points.append((float(x), -float(y)))
-        s += ROUTE_STEP_M
+        s += PATH_STEP_M
     return np.asarray(points, dtype=np.float64)
