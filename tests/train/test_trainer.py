@@ -379,6 +379,24 @@ def _new_inputs_go_before_the_last(source_recipe, recipe, train, config, where, 
     return first, target
 
 
+def _run_that_adds_inputs(source_recipe, recipe, dataset_dir, tmp_path, batch_key, count):
+    """A `recipe` run `--init-from` a folder of `source_recipe`: its new inputs start silent
+    then train, and a resumed run is the straight run. Returns (train, config)."""
+    train = load_shards(dataset_dir, "train", recipe)
+    val = load_shards(dataset_dir, "val", recipe)
+    source = Trainer(
+        source_recipe, train, tmp_path / "s", TrainConfig(steps=1, batch_size=2, seed=5)
+    )
+    folder = source.model.save_pretrained(tmp_path / "m", source_recipe.tokenizer.to_str())
+    config = TrainConfig(
+        steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
+    )
+    target = Trainer(recipe, train, tmp_path / "t", config, progress=False)
+    _new_inputs_start_silent_then_train(source, target, folder, train, batch_key, count)
+    _straight_then_resumed(recipe, train, val, config, tmp_path)
+    return train, config
+
+
 def test_an_encoder_that_reads_the_lane_pose_starts_from_one_that_does_not_and_trains(
     dataset_dir, tmp_path
 ):
@@ -390,17 +408,8 @@ def test_an_encoder_that_reads_the_lane_pose_starts_from_one_that_does_not_and_t
 
     plain = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2)
     lane = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_lane_pose=True)
-    train = load_shards(dataset_dir, "train", lane)
-    val = load_shards(dataset_dir, "val", lane)
+    train, _ = _run_that_adds_inputs(plain, lane, dataset_dir, tmp_path, "lane_input", LANE_INPUTS)
     assert np.isfinite(train.lane_pose).all()
-    source = Trainer(plain, train, tmp_path / "s", TrainConfig(steps=1, batch_size=2, seed=5))
-    folder = source.model.save_pretrained(tmp_path / "m", plain.tokenizer.to_str())
-    config = TrainConfig(
-        steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
-    )
-    target = Trainer(lane, train, tmp_path / "t", config, progress=False)
-    _new_inputs_start_silent_then_train(source, target, folder, train, "lane_input", LANE_INPUTS)
-    _straight_then_resumed(lane, train, val, config, tmp_path)
     model = load_pretrained(tmp_path / "b" / "best")
     assert model.config.ego_encoder.lane_pose
 
@@ -434,17 +443,10 @@ def test_an_encoder_that_reads_the_car_ahead_starts_from_one_that_does_not_and_t
     lead = Recipe.build(
         "test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_lane_pose=True, ego_lead=True
     )
-    train = load_shards(dataset_dir, "train", lead)
-    val = load_shards(dataset_dir, "val", lead)
-    assert np.isinf(train.lead[:, 0]).any() and np.isfinite(train.lead[:, 0]).any()
-    source = Trainer(lane, train, tmp_path / "s", TrainConfig(steps=1, batch_size=2, seed=5))
-    folder = source.model.save_pretrained(tmp_path / "m", lane.tokenizer.to_str())
-    config = TrainConfig(
-        steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
+    train, config = _run_that_adds_inputs(
+        lane, lead, dataset_dir, tmp_path, "lead_input", LEAD_INPUTS
     )
-    target = Trainer(lead, train, tmp_path / "t", config, progress=False)
-    _new_inputs_start_silent_then_train(source, target, folder, train, "lead_input", LEAD_INPUTS)
-    _straight_then_resumed(lead, train, val, config, tmp_path)
+    assert np.isinf(train.lead[:, 0]).any() and np.isfinite(train.lead[:, 0]).any()
     assert load_pretrained(tmp_path / "b" / "best").config.ego_encoder.lead
 
     # A folder that already reads the car ahead, and a run that adds the lane pose: the lane
@@ -495,19 +497,10 @@ def test_an_encoder_that_reads_the_lanes_beside_starts_from_one_that_reads_the_l
         ego_lead=True,
         ego_beside=True,
     )
-    train = load_shards(dataset_dir, "train", beside)
-    val = load_shards(dataset_dir, "val", beside)
+    train, config = _run_that_adds_inputs(
+        lead, beside, dataset_dir, tmp_path, "beside_input", BESIDE_INPUTS
+    )
     assert train.beside.shape == (len(train), 2, 5) and np.isfinite(train.beside[..., 0]).all()
-    source = Trainer(lead, train, tmp_path / "s", TrainConfig(steps=1, batch_size=2, seed=5))
-    folder = source.model.save_pretrained(tmp_path / "m", lead.tokenizer.to_str())
-    config = TrainConfig(
-        steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
-    )
-    target = Trainer(beside, train, tmp_path / "t", config, progress=False)
-    _new_inputs_start_silent_then_train(
-        source, target, folder, train, "beside_input", BESIDE_INPUTS
-    )
-    _straight_then_resumed(beside, train, val, config, tmp_path)
     assert load_pretrained(tmp_path / "b" / "best").config.ego_encoder.beside
 
     # A folder that reads the lanes beside but not the car ahead, and a run that adds it:
@@ -553,18 +546,11 @@ def test_an_encoder_that_reads_the_route_starts_from_one_that_reads_the_lanes_be
     kinds = {"ego_tokens": 2, "ego_lane_pose": True, "ego_lead": True, "ego_beside": True}
     beside = Recipe.build("test", CAMERAS, NUM_FRAMES, **kinds)
     route = Recipe.build("test", CAMERAS, NUM_FRAMES, **kinds, ego_route=True)
-    train = load_shards(dataset_dir, "train", route)
-    val = load_shards(dataset_dir, "val", route)
+    train, config = _run_that_adds_inputs(
+        beside, route, dataset_dir, tmp_path, "route_input", ROUTE_INPUTS
+    )
     assert train.route_ahead.shape == (len(train), len(ROUTE_AHEAD_M), 2)
     assert np.isfinite(train.route_ahead).all()
-    source = Trainer(beside, train, tmp_path / "s", TrainConfig(steps=1, batch_size=2, seed=5))
-    folder = source.model.save_pretrained(tmp_path / "m", beside.tokenizer.to_str())
-    config = TrainConfig(
-        steps=4, batch_size=2, warmup_steps=1, save_every=3, log_every=1, val_samples=2, seed=3
-    )
-    target = Trainer(route, train, tmp_path / "t", config, progress=False)
-    _new_inputs_start_silent_then_train(source, target, folder, train, "route_input", ROUTE_INPUTS)
-    _straight_then_resumed(route, train, val, config, tmp_path)
     assert load_pretrained(tmp_path / "b" / "best").config.ego_encoder.route
 
     no_beside = Recipe.build("test", CAMERAS, NUM_FRAMES, ego_tokens=2, ego_route=True)
