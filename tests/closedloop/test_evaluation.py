@@ -62,3 +62,36 @@ def test_a_seed_the_expert_crashes_in_the_warm_up_is_skipped_for_every_policy(fa
     assert summary["model"]["episodes"] == 2 and summary["model"]["progress_m"] == 10.0
     assert [e["policy"] for e in result.episodes()] == [p for p in POLICIES for _ in (0, 2)]
     assert result.frames == []
+
+
+def _episode(policy, seed, progress_m, collided=False, departed=False):
+    return EpisodeResult(policy, "intersection", seed, 20.0, collided, departed, progress_m, 0.5)
+
+
+def test_an_episode_short_of_half_the_experts_path_makes_no_progress_and_fails():
+    """No progress: no collision, no departure, less than half the expert's path on that
+    seed. A failure is any of the three; the expert's own failures are its collisions and
+    departures. Without the expert in the run neither can be told (None)."""
+    expert = [_episode(EXPERT, 0, 100.0), _episode(EXPERT, 1, 60.0, collided=True)]
+    expert += [_episode(EXPERT, 2, 80.0), _episode(EXPERT, 3, 90.0)]
+    model = [
+        _episode("model", 0, 49.0),  # crawls: no progress
+        _episode("model", 1, 31.0),  # more than half of the crashed expert's 60 m
+        _episode("model", 2, 10.0, departed=True),  # a departure, not also no progress
+        _episode("model", 3, 45.0),  # exactly half: progress
+    ]
+    run = evaluation.Evaluation(("model", EXPERT), {"model": model, EXPERT: expert})
+    assert run.no_progress("model") == [True, False, False, False]
+    assert run.no_progress(EXPERT) == [False] * 4
+    summary = run.summary()
+    assert summary["model"]["no_progress_rate"] == 0.25
+    assert summary["model"]["failure_rate"] == 0.5
+    assert summary[EXPERT]["no_progress_rate"] == 0.0
+    assert summary[EXPERT]["failure_rate"] == 0.25
+    rows = run.episodes()
+    assert [r["no_progress"] for r in rows[:4]] == [True, False, False, False]
+
+    alone = evaluation.Evaluation(("model",), {"model": model})
+    assert alone.no_progress("model") is None
+    assert alone.summary()["model"]["failure_rate"] is None
+    assert {r["no_progress"] for r in alone.episodes()} == {None}

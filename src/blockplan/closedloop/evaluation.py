@@ -3,6 +3,12 @@
 A seed whose expert crashes during the shared warm-up cannot be evaluated (no policy has
 control yet): it is skipped for every policy and reported. `--render-dir` writes camera grids
 of the first planner episode only.
+
+An episode fails when the ego collides, leaves the road or makes no progress. No progress:
+the episode ended without a collision or a departure, yet the ego drove less than
+`NO_PROGRESS_SHARE` of the path the expert drove on the same seed in the same time (a planner
+that stops short of the junction, or crawls, avoids the other two failures). It needs the
+expert in the same run; without it `no_progress_rate` and `failure_rate` are None.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+import numpy as np
 
 from blockplan.closedloop.episode import (
     EXPERT,
@@ -24,6 +32,9 @@ from blockplan.closedloop.metrics import EpisodeResult, aggregate
 from blockplan.config import PlannerConfig
 from blockplan.runtime import RuntimePlanner
 from blockplan.sim.rig import Rig
+
+# An episode makes no progress below this share of the expert's path on the same seed.
+NO_PROGRESS_SHARE = 0.5
 
 
 class Progress(Protocol):
@@ -52,13 +63,47 @@ class Evaluation:
     skipped_seeds: list[int] = field(default_factory=list)
     frames: list[Path] = field(default_factory=list)
 
+    def no_progress(self, policy: str) -> list[bool] | None:
+        """Per episode of `policy`: did it end without a collision or a departure, short of
+        `NO_PROGRESS_SHARE` of the expert's path on that seed (the expert never, by this
+        measure). None without the expert in the run."""
+        if EXPERT not in self.results:
+            return None
+        expert = {r.seed: r.progress_m for r in self.results[EXPERT]}
+        return [
+            not (r.collided or r.departed) and r.progress_m < NO_PROGRESS_SHARE * expert[r.seed]
+            for r in self.results[policy]
+        ]
+
     def summary(self) -> dict[str, Any]:
-        """policy -> the aggregate the JSON reports (`metrics.aggregate`)."""
-        return {p: aggregate(self.results[p]) for p in self.policies}
+        """policy -> the aggregate the JSON reports (`metrics.aggregate`), with the share of
+        its episodes that made no progress and the share that failed (a collision, a
+        departure or no progress); None where the run has no expert."""
+        out = {}
+        for p in self.policies:
+            m = aggregate(self.results[p])
+            stalled = self.no_progress(p)
+            if stalled is None or not stalled:
+                m["no_progress_rate"] = m["failure_rate"] = None
+            else:
+                failed = [
+                    r.collided or r.departed or s
+                    for r, s in zip(self.results[p], stalled, strict=True)
+                ]
+                m["no_progress_rate"] = float(np.mean(stalled))
+                m["failure_rate"] = float(np.mean(failed))
+            out[p] = m
+        return out
 
     def episodes(self) -> list[dict[str, Any]]:
-        """Every episode as JSON, policy by policy."""
-        return [r.to_json() for p in self.policies for r in self.results[p]]
+        """Every episode as JSON, policy by policy, with `no_progress` (None without the
+        expert in the run)."""
+        rows = []
+        for p in self.policies:
+            stalled = self.no_progress(p) or [None] * len(self.results[p])
+            for r, s in zip(self.results[p], stalled, strict=True):
+                rows.append({**r.to_json(), "no_progress": s})
+        return rows
 
 
 def run_evaluation(

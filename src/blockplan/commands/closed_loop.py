@@ -226,7 +226,12 @@ def run(args: argparse.Namespace) -> int:
                 f"{m['progress_m']:.1f} m  lane departures {m['lane_departure_rate']:.2f}  "
                 f"|jerk| {m['mean_abs_jerk']:.3f} m/s^3  lane offset mean "
                 f"{m['mean_abs_lane_offset_m']:.2f} / max {m['max_abs_lane_offset_m']:.2f} m  "
-                f"({m['episodes']} episodes)"
+                + (
+                    f"no progress {m['no_progress_rate']:.2f}  failed {m['failure_rate']:.2f}  "
+                    if m["failure_rate"] is not None
+                    else ""
+                )
+                + f"({m['episodes']} episodes)"
             )
     print(f"wrote {args.json}")
     return 0
