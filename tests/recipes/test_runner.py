@@ -175,6 +175,40 @@ def test_the_card_states_the_margin_over_the_best_blind_bar():
     doc["rollouts_n4"]["ade_5s"] = 1.65
     assert "10.0 % above" in _blind_margin(doc)[2]
     assert _blind_margin({}) == []
+    # eval's own `blind_best` (every MLP row and seed, per scenario too) when it has one
+    doc["blind_best"] = {"ade_5s": 1.5, "ade_5s_by_scenario": {"merge": 0.3, "highway": 0.5}}
+    doc["rollouts_n4"]["ade_5s_by_scenario"] = {"highway": 0.45, "merge": 0.33}
+    assert _blind_margin(doc)[3] == (
+        "Per scenario: highway 10.0 % below (0.45 vs 0.50 m), merge 10.0 % above (0.33 vs 0.30 m)."
+    )
+
+
+def test_the_card_counts_failed_episodes_where_the_run_has_the_expert():
+    from blockplan.recipes.card import _closed_loop
+
+    common = {"lane_departure_rate": 0.1, "progress_m": 50.0, "mean_abs_jerk": 1.0}
+    doc = {
+        "model": {
+            "episodes": 20,
+            "collision_rate": 0.2,
+            "no_progress_rate": 0.15,
+            "failure_rate": 0.45,
+            **common,
+        },
+        "expert": {
+            "episodes": 20,
+            "collision_rate": 0.3,
+            "no_progress_rate": 0.0,
+            "failure_rate": 0.35,
+            **common,
+        },
+        "run": {"scenario": "roundabout", "seeds": [2000, 2019], "duration_s": 20.0},
+    }
+    lines = _closed_loop(doc)
+    assert "| model | 20 | 4 | 2 | 3 | 9 | 50.0 | 1.00 |" in lines
+    assert "| expert | 20 | 6 | 2 | 0 | 7 | 50.0 | 1.00 |" in lines
+    del doc["model"]["failure_rate"], doc["model"]["no_progress_rate"]  # written before
+    assert "| model | 20 | 4 | 2 | – | – | 50.0 | 1.00 |" in _closed_loop(doc)
 
 
 def test_a_continued_stage_counts_its_interrupted_time_and_keeps_its_log(tmp_path, monkeypatch):

@@ -114,6 +114,14 @@ BAD = {
         _recipe(ship="ol"),
         "ship: stage 'ol' does not make a model",
     ),
+    "a target checks a stage that is no evaluation": (
+        _recipe(card={"targets": [{"text": "t", "stages": ["soup"], "check": "a.b < 1"}]}),
+        "card.targets[0]: stages: 'soup' is not an evaluation stage",
+    ),
+    "a target's check is not a comparison of metrics": (
+        _recipe(card={"targets": ["fine", {"text": "t", "stages": ["ol"], "check": "open()"}]}),
+        "card.targets[1]: check 'open()': only ['max', 'min'] may be called",
+    ),
     "twice the same name": (
         _recipe(stages=[_stage("average", {"models": ["a", "b"]}, name="soup")] * 2),
         "name 'soup' is used twice",

@@ -5,7 +5,14 @@ import pytest
 import torch
 
 from blockplan.model.planner_model import PlannerModel
-from blockplan.train.evaluate import EXTRA, METHODS, evaluate, summary_lines, trajectory_metrics
+from blockplan.train.evaluate import (
+    BLIND_BEST,
+    EXTRA,
+    METHODS,
+    evaluate,
+    summary_lines,
+    trajectory_metrics,
+)
 from blockplan.train.trainer import init_weights
 
 
@@ -35,9 +42,16 @@ def test_eval_reports_every_method(recipe, dataset_dir, tmp_path):
         mlp_steps=20,
         mlp_seeds=2,
     )
-    assert set(results) == set(METHODS + EXTRA)
+    assert set(results) == {*METHODS, *EXTRA, BLIND_BEST}
     seeds = results["ego_mlp"]["ade_5s_over_seeds"]  # seed 0 is the row's own fit
     assert len(seeds) == 2 and seeds[0] == results["ego_mlp"]["ade_5s"] and seeds[1] != seeds[0]
+    # The best blind bar: the smallest of every MLP row and seed, overall and per scenario.
+    best = results.pop(BLIND_BEST)
+    mlps = [r for k, r in results.items() if k.startswith("ego_mlp")]
+    assert best["ade_5s"] == min([r["ade_5s"] for r in mlps] + seeds)
+    assert best["row"] in {*(k for k in results if k.startswith("ego_mlp")), "ego_mlp seed 1"}
+    for scenario, value in best["ade_5s_by_scenario"].items():
+        assert value <= min(r["ade_5s_by_scenario"][scenario] for r in mlps)
     for name, r in results.items():
         for key in (
             "ade_3s",
@@ -61,10 +75,11 @@ def test_eval_reports_every_method(recipe, dataset_dir, tmp_path):
         assert min(r["ade_5s_by_scenario"].values()) <= r["ade_5s"] + 1e-9, name
     assert 0.0 <= results["model"]["meta_accuracy"] <= 1.0
     json.dumps(results)  # JSON-ready
-    lines = summary_lines(results)  # what `blockplan eval` prints
+    lines = summary_lines({**results, BLIND_BEST: best})  # what `blockplan eval` prints
     assert all(k[:12] in lines[0] for k in results["model"]["ade_5s_by_scenario"])
-    assert lines[-2].startswith("ego_mlp over 2 fit seeds: ADE@5s mean")
-    rows = {line.split()[0]: line.split() for line in lines[2:-2]}
+    assert lines[-3].startswith("ego_mlp over 2 fit seeds: ADE@5s mean")
+    assert lines[-2] == f"best blind bar (every ego_mlp row and seed): ADE@5s {best['ade_5s']:.2f}"
+    rows = {line.split()[0]: line.split() for line in lines[2:-3]}
     assert set(rows) == set(results)
     assert rows["model"][2] == f"{results['model']['ade_5s']:.2f}"
     assert rows["constant_velocity"][-1] == "-" and rows["model"][-1] == "0"

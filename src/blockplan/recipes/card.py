@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from blockplan.recipes.checks import check_target, outcome_line, parse_target
 from blockplan.recipes.runner import StageResult
 from blockplan.recipes.spec import REFERENCE, Recipe
 from blockplan.recipes.stages import EVALUATIONS, KINDS, METRICS
@@ -75,7 +76,7 @@ def write_card(recipe: Recipe, results: list[StageResult], out: Path, scale: str
     for result in evaluated:
         lines += _evaluation(result, scale)
     if card.get("targets"):
-        lines += ["## Targets", ""] + [f"- {t}" for t in card["targets"]] + [""]
+        lines += ["## Targets", ""] + _targets(card["targets"], results, scale) + [""]
     lines += [
         "## How it was made",
         "",
@@ -91,6 +92,27 @@ def write_card(recipe: Recipe, results: list[StageResult], out: Path, scale: str
     if card.get("limits"):
         lines += ["## Known limits", ""] + [f"- {t}" for t in card["limits"]] + [""]
     return "\n".join(lines)
+
+
+def _targets(raw: list[Any], results: list[StageResult], scale: str) -> list[str]:
+    """Each target with its verdict on this run's metrics (recipes/checks.py)."""
+    metrics = {r.stage.name: _metrics_files(r) for r in results if r.stage.run in EVALUATIONS}
+    outcomes = [check_target(parse_target(t, "card.targets"), metrics) for t in raw]
+    lines = [outcome_line(o) for o in outcomes]
+    if scale != "full" and any(o.target.check for o in outcomes):
+        lines += ["", f"(Checked on the {scale}-scale run's numbers.)"]
+    return lines
+
+
+def _metrics_files(result: StageResult) -> list[tuple[str, Path]]:
+    """(label, metrics file) of every document an evaluation stage wrote: one, or one per bag
+    of a replay."""
+    if result.stage.run == "replay":
+        return [
+            (f"{result.stage.name}/{p.parent.name}", p)
+            for p in sorted(result.output.rglob(METRICS))
+        ]
+    return [(result.stage.name, result.output)] if result.output.is_file() else []
 
 
 def _shown(value: Any) -> str:
@@ -171,27 +193,44 @@ def _open_loop(doc: dict[str, Any], model: str, split: str = "test") -> list[str
 
 def _blind_margin(doc: dict[str, Any]) -> list[str]:
     """The ego-status MLP's spread over its fit seeds (`eval --mlp-seeds`), and how far the
-    model's N = 4 rollouts are below the best blind bar: the smallest ADE@5s of every MLP
-    row and every seed."""
+    model's N = 4 rollouts are below the best blind bar (`blind_best`: the smallest ADE@5s of
+    every MLP row and seed; computed here for metrics written before eval reported it),
+    overall and per scenario."""
     seeds = doc.get("ego_mlp", {}).get("ade_5s_over_seeds") or []
-    model = doc.get("rollouts_n4", {}).get("ade_5s")
-    bars = [doc[k]["ade_5s"] for k, _ in BASELINES if k.startswith("ego_mlp") and k in doc]
-    bars += seeds
+    model = doc.get("rollouts_n4", {})
+    best = doc.get("blind_best")
+    if best is None:
+        bars = [doc[k]["ade_5s"] for k, _ in BASELINES if k.startswith("ego_mlp") and k in doc]
+        best = {"ade_5s": min(bars + seeds)} if bars else None
     lines = [""]
     if len(seeds) > 1:
         lines.append(
             f"The ego-status MLP over {len(seeds)} fit seeds: ADE@5s {_f(min(seeds))}–"
             f"{_f(max(seeds))} m."
         )
-    if model is not None and bars:
-        best = min(bars)
-        below = (best - model) / best * 100
-        side = f"{below:.1f} % below" if below >= 0 else f"{-below:.1f} % above"
+    if model.get("ade_5s") is not None and best:
         lines.append(
-            f"Model, N = 4: {side} the best blind bar ({_f(best)} m, the smallest ADE@5s of "
-            "the MLP rows and seeds)."
+            f"Model, N = 4: {_below(model['ade_5s'], best['ade_5s'])} the best blind bar "
+            f"({_f(best['ade_5s'])} m, the smallest ADE@5s of the MLP rows and seeds)."
         )
+        per, bars = model.get("ade_5s_by_scenario") or {}, best.get("ade_5s_by_scenario") or {}
+        common = [s for s in sorted(per) if s in bars]
+        if common:
+            lines.append(
+                "Per scenario: "
+                + ", ".join(
+                    f"{s} {_below(per[s], bars[s])} ({_f(per[s])} vs {_f(bars[s])} m)"
+                    for s in common
+                )
+                + "."
+            )
     return lines if len(lines) > 1 else []
+
+
+def _below(value: float, bar: float) -> str:
+    """How far `value` is below `bar`, in percent of the bar."""
+    below = (bar - value) / bar * 100
+    return f"{below:.1f} % below" if below >= 0 else f"{-below:.1f} % above"
 
 
 def _closed_loop(doc: dict[str, Any]) -> list[str]:
@@ -208,18 +247,30 @@ def _closed_loop(doc: dict[str, Any]) -> list[str]:
         f"Closed loop, {run.get('scenario')}, {span}, {run.get('duration_s')} s each, "
         f"decoding {run.get('decoding')}.",
         "",
-        "| policy | episodes | collisions | lane departures | progress (m) | mean abs jerk (m/s³) |",
-        "|---|---|---|---|---|---|",
+        "| policy | episodes | collisions | lane departures | no progress | failed | progress (m) "
+        "| mean abs jerk (m/s³) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for policy, m in doc.items():
         if isinstance(m, dict) and "collision_rate" in m and "episodes" in m:
             k = m["episodes"]
             lines.append(
-                f"| {policy} | {k} | {round(m['collision_rate'] * k)} | "
-                f"{round(m['lane_departure_rate'] * k)} | {_f(m['progress_m'], 1)} | "
-                f"{_f(m['mean_abs_jerk'])} |"
+                f"| {policy} | {k} | {_count(m['collision_rate'], k)} | "
+                f"{_count(m['lane_departure_rate'], k)} | "
+                f"{_count(m.get('no_progress_rate'), k)} | {_count(m.get('failure_rate'), k)} | "
+                f"{_f(m['progress_m'], 1)} | {_f(m['mean_abs_jerk'])} |"
             )
+    lines += [
+        "",
+        "Failed: a collision, a lane departure or no progress (the episode ended short of half "
+        "the expert's path on that seed); – where the run has no expert.",
+    ]
     return lines + [""]
+
+
+def _count(rate: float | None, episodes: int) -> str:
+    """A rate over `episodes` as the number of episodes; – when unknown."""
+    return "–" if rate is None else str(round(rate * episodes))
 
 
 def _robot(doc: dict[str, Any], args: dict[str, Any]) -> list[str]:

@@ -30,8 +30,9 @@ from typing import Any
 
 import yaml
 
+from blockplan.recipes.checks import parse_target
 from blockplan.recipes.errors import RecipeError
-from blockplan.recipes.stages import KINDS
+from blockplan.recipes.stages import EVALUATIONS, KINDS
 
 SCALES = ("full", "smoke")
 # `{stage}`: that stage's main output; `{stage:PATH}`: PATH inside that stage's folder.
@@ -150,11 +151,22 @@ def parse_recipe(doc: Any, path: Path) -> Recipe:
     if not isinstance(card, dict):
         raise RecipeError(f"{where}: card: expected a mapping")
     _no_unknown(card, CARD_KEYS, f"{where}: card")
-    for key in ("targets", "limits"):
-        if key in card and not (
-            isinstance(card[key], list) and all(isinstance(x, str) for x in card[key])
-        ):
-            raise RecipeError(f"{where}: card.{key}: expected a list of strings")
+    if "limits" in card and not (
+        isinstance(card["limits"], list) and all(isinstance(x, str) for x in card["limits"])
+    ):
+        raise RecipeError(f"{where}: card.limits: expected a list of strings")
+    targets = card.get("targets", [])
+    if not isinstance(targets, list):
+        raise RecipeError(f"{where}: card.targets: expected a list")
+    evaluations = {s.name for s in stages if s.run in EVALUATIONS}
+    for i, raw in enumerate(targets):
+        target = parse_target(raw, f"{where}: card.targets[{i}]")
+        for checked in target.stages:
+            if checked not in evaluations:
+                raise RecipeError(
+                    f"{where}: card.targets[{i}]: stages: {checked!r} is not an evaluation "
+                    f"stage of this recipe (one of {sorted(evaluations)})"
+                )
     return Recipe(
         path=path,
         name=name,
