@@ -102,6 +102,8 @@ def test_a_target_that_cannot_be_checked_says_why_and_never_raises(tmp_path):
     }
     assert "is None, not a number" in check_target(target, nulls).detail
     assert outcome_line(check_target(Target("a sentence"), {})) == "- a sentence"
+    empty = Target("t", ("open-loop",), "min() < 1")  # parses; fails only on evaluation
+    assert check_target(empty, metrics).held is None
 
 
 def test_combine_mean_checks_once_on_the_mean_of_the_stages(tmp_path):

@@ -202,7 +202,7 @@ def check_target(target: Target, metrics: dict[str, list[tuple[str, Path]]]) -> 
         reader = _Reader(doc)
         try:
             ok = bool(reader.value(tree))
-        except (CheckError, TypeError, ZeroDivisionError) as e:
+        except (CheckError, TypeError, ValueError, ZeroDivisionError) as e:
             return Outcome(target, None, f"{label}: {e}")
         held = held and ok
         read = ", ".join(f"{k} = {_number(v)}" for k, v in reader.read.items())
