@@ -70,3 +70,13 @@ def test_expert_failures_names_a_cause_from_the_two_cars():
     assert tool.cause(turning, crossing) == "junction crossing"
     assert tool.cause(backwards, ring) == "moving backwards"
     assert tool.failure("highway", 0, 1.0) is None
+
+
+def test_train_speed_times_both_attentions(monkeypatch, capsys):
+    monkeypatch.setattr(
+        sys, "argv", ["train_speed.py", "--arch", "test", "--batch-size", "1", "--steps", "1"]
+    )
+    _load("train_speed").main()
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["step_ms"]) == {"tiled", "dense"} and doc["speedup"] > 0
+    assert doc["tiles"] > 1 and 0 < doc["scores_computed"] < 1

@@ -154,3 +154,22 @@ def _loss_with_weights(module, prompt, answer, images, noisy, masks, weight):
         ce = F.cross_entropy(logits.float(), answer[m], reduction="none")
         num, den = num + (ce * weight[m]).sum(), den + weight[m].sum()
     return 0.5 * num / den + 0.5 * ar
+
+
+def test_tiled_attention_trains_as_the_dense_mask(recipe):
+    """Under autograd the two-stream mask is attended tile by tile (model/tiles.py): the same
+    losses and gradients as one dense masked call."""
+    module, prompt, answer, images, noisy, masks, _ = _setup(recipe)
+    assert len(module.tiles.tiles) > 1
+    tiled = module(prompt, answer, images, noisy, torch.from_numpy(masks))
+    tiled_grads = torch.autograd.grad(tiled["loss"], list(module.parameters()), allow_unused=True)
+    module.tiles = module.mask  # a plain tensor: one dense call
+    dense = module(prompt, answer, images, noisy, torch.from_numpy(masks))
+    dense_grads = torch.autograd.grad(dense["loss"], list(module.parameters()), allow_unused=True)
+    assert tiled.keys() == dense.keys()
+    for key in tiled:
+        torch.testing.assert_close(tiled[key], dense[key])
+    for a, b in zip(tiled_grads, dense_grads, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b)

@@ -14,6 +14,7 @@ from blockplan.model.config import DecoderConfig
 from blockplan.model.fast import FastForward
 from blockplan.model.layers import DecoderLayer, KVStore, RMSNorm, rope_cos_sin
 from blockplan.model.masks import causal_mask
+from blockplan.model.tiles import AttentionTiles
 
 
 class DecoderBody(nn.Module):
@@ -61,7 +62,9 @@ class Decoder(nn.Module):
         *,
         inputs_embeds: torch.Tensor | None = None,  # (B, S, W)
         positions: torch.Tensor | None = None,  # (B, S) or (S,) int; mRoPE: (3, B, S)
-        mask: torch.Tensor | None = None,  # (S, L) or (B, S, L) bool, True = may attend
+        mask: torch.Tensor
+        | AttentionTiles
+        | None = None,  # (S, L) or (B, S, L) bool, True = may attend
         cache: KVStore | None = None,
         num_logits: int | None = None,
         return_hidden: bool = False,
@@ -77,6 +80,8 @@ class Decoder(nn.Module):
 
         L counts the key slots: the committed slots of `cache` followed by the S new tokens
         (just S without a cache). Defaults: positions continue after the cache, causal mask.
+        A fixed mask planned as `AttentionTiles` (model/tiles.py) is attended tile by tile
+        under autograd (training), densely otherwise.
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Decoder.forward: pass exactly one of input_ids, inputs_embeds")
@@ -93,14 +98,23 @@ class Decoder(nn.Module):
         else:
             positions = positions.expand(B, S) if positions.dim() == 1 else positions  # (B, S)
             flat = positions
-        if mask is None:
-            mask = causal_mask(S, past, device=x.device)
-        mask = mask[None, None] if mask.dim() == 2 else mask[:, None]  # (B|1, 1, S, L)
-        # Additive form once per forward (not once per layer); an all-True mask is no mask.
-        bias = None if bool(mask.all()) else x.new_zeros(mask.shape).masked_fill(~mask, -torch.inf)
+        fast = self.fast_path and not torch.is_grad_enabled()
+        tiles = None
+        if isinstance(mask, AttentionTiles):
+            tiles, mask = (None, mask.mask.to(x.device)) if fast else (mask, None)
+        if tiles is not None:
+            bias = tiles
+        else:
+            if mask is None:
+                mask = causal_mask(S, past, device=x.device)
+            mask = mask[None, None] if mask.dim() == 2 else mask[:, None]  # (B|1, 1, S, L)
+            # Additive form once per forward (not once per layer); an all-True mask is no mask.
+            bias = (
+                None if bool(mask.all()) else x.new_zeros(mask.shape).masked_fill(~mask, -torch.inf)
+            )
         if cache is not None:
             cache.write_positions(flat)
-        if self.fast_path and not torch.is_grad_enabled():
+        if fast:
             rows = slice(None) if num_logits is None else slice(S - num_logits, None)
             rows = rows if logit_rows is None else logit_rows
             logits, hidden = self.fast(self, x, positions, bias, cache, rows, hidden_layers)

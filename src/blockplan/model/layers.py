@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from blockplan.model.config import DecoderConfig
+from blockplan.model.tiles import AttentionTiles
 
 
 class KVStore(Protocol):
@@ -106,7 +107,7 @@ class Attention(nn.Module):
         self,
         x: torch.Tensor,  # (B, S, W)
         rope: tuple[torch.Tensor, torch.Tensor],  # cos, sin (B, 1, S, D) of the new tokens
-        bias: torch.Tensor | None,  # (B, 1, S, L) additive: 0 = may attend, -inf = may not
+        bias: torch.Tensor | AttentionTiles | None,  # (B, 1, S, L) additive: 0 / -inf
         cache: KVStore | None,
     ) -> torch.Tensor:
         B, S, _ = x.shape
@@ -117,7 +118,10 @@ class Attention(nn.Module):
         k = apply_rope(k_raw, *rope)  # (B, Hkv, S, D)
         if cache is not None:
             k, v = cache.write(self.layer_index, k_raw, k, v)  # (B, Hkv, L, D)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, enable_gqa=True)
+        if isinstance(bias, AttentionTiles):
+            out = bias.attend(q, k, v)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, enable_gqa=True)
         return self.o_proj(out.transpose(1, 2).reshape(B, S, -1))  # (B, S, W)
 
 
@@ -149,7 +153,7 @@ class DecoderLayer(nn.Module):
         self,
         x: torch.Tensor,
         rope: tuple[torch.Tensor, torch.Tensor],
-        bias: torch.Tensor | None,
+        bias: torch.Tensor | AttentionTiles | None,
         cache: KVStore | None,
     ) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), rope, bias, cache)

@@ -31,6 +31,7 @@ from torch import nn
 
 from blockplan.model.masks import block_causal_mask, prompt_mask
 from blockplan.model.planner_model import PlannerModel
+from blockplan.model.tiles import AttentionTiles
 from blockplan.train.probe import TokenProbe, probe_loss
 from blockplan.train.robot_examples import RobotRecipe
 
@@ -62,6 +63,7 @@ class ChunkDiffusionModule(nn.Module):
         )
         prompt = prompt_mask(self.template, model.config.visual_attention)  # as the planner
         self.register_buffer("mask", block_causal_mask(prompt, blocks), persistent=False)
+        self.tiles = AttentionTiles(self.mask)  # the same mask, attended tile by tile
         self.register_buffer("positions", torch.arange(P + A), persistent=False)
         # the model's own scene head, or a training-only probe; None: no scene loss
         self.scene_token = bool(model.config.vision.scene)
@@ -119,7 +121,7 @@ class ChunkDiffusionModule(nn.Module):
         _, hidden = self.model.decoder(
             inputs_embeds=embeds,
             positions=self.positions,
-            mask=self.mask,
+            mask=self.tiles,
             num_logits=0,
             return_hidden=True,
         )  # (B, P + A, W)

@@ -37,6 +37,7 @@ from torch import nn
 from blockplan.model.flow_head import NUM_WAYPOINTS, KVRecorder
 from blockplan.model.masks import prompt_mask
 from blockplan.model.planner_model import PlannerModel
+from blockplan.model.tiles import AttentionTiles
 from blockplan.schema import SECTION_NAMES
 from blockplan.train.noising import (
     NoiseLayout,
@@ -95,6 +96,7 @@ class SASDModule(nn.Module):
         prompt = prompt_mask(self.template, model.config.visual_attention)  # (P, P)
         mask = two_stream_mask(prompt, scaffold.blocks, NUM_NOISY)
         self.register_buffer("mask", mask, persistent=False)  # (S, S)
+        self.tiles = AttentionTiles(mask)  # the same mask, attended tile by tile
         self.register_buffer(
             "positions", two_stream_positions(P, A, NUM_NOISY), persistent=False
         )  # (S,)
@@ -221,7 +223,7 @@ class SASDModule(nn.Module):
         _, hidden = self.model.decoder(
             inputs_embeds=embeds,
             positions=self.positions,
-            mask=self.mask,
+            mask=self.tiles,
             num_logits=0,
             return_hidden=True,
             cache=recorder,
