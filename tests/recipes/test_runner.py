@@ -251,7 +251,8 @@ def test_the_card_writes_settings_as_the_command_line_takes_them():
 def test_the_generating_commands_that_keep_what_exists_continue_after_an_interruption():
     from blockplan.recipes.stages import KINDS
 
-    # dataset, robot-demos and robot-scenes keep a written episode, bag or shard and train
-    # continues from its checkpoint: an interrupted stage keeps its folder
+    # dataset, robot-demos and robot-scenes keep a written episode, bag or shard, train
+    # continues from its checkpoint and select keeps a candidate's finished closed loop: an
+    # interrupted stage keeps its folder
     continuing = {name for name, kind in KINDS.items() if kind.resumable}
-    assert continuing == {"dataset", "robot-demos", "robot-scenes", "train"}
+    assert continuing == {"dataset", "robot-demos", "robot-scenes", "train", "select"}

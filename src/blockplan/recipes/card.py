@@ -14,6 +14,7 @@ from typing import Any
 
 from blockplan.recipes.checks import check_target, outcome_line, parse_target
 from blockplan.recipes.runner import StageResult
+from blockplan.recipes.select import SELECTION
 from blockplan.recipes.spec import REFERENCE, Recipe
 from blockplan.recipes.stages import EVALUATIONS, KINDS, METRICS
 
@@ -70,11 +71,12 @@ def write_card(recipe: Recipe, results: list[StageResult], out: Path, scale: str
             "",
         ]
     lines += ["## Evaluation", ""]
-    evaluated = [r for r in results if r.stage.run in EVALUATIONS]
+    evaluated = [r for r in results if r.stage.run in (*EVALUATIONS, "select")]
     if not evaluated:
         lines += ["The recipe has no evaluation stage.", ""]
+    names = {str(r.output): r.stage.name for r in results}  # a stage's output -> its name
     for result in evaluated:
-        lines += _evaluation(result, scale)
+        lines += _evaluation(result, scale, names)
     if card.get("targets"):
         lines += ["## Targets", ""] + _targets(card["targets"], results, scale) + [""]
     lines += [
@@ -137,7 +139,7 @@ def _short(item: tuple[str, Any], positional: set[str]) -> str:
     return f"`{text}`" if key in positional else f"`--{key} {text}`"
 
 
-def _evaluation(result: StageResult, scale: str) -> list[str]:
+def _evaluation(result: StageResult, scale: str, names: dict[str, str]) -> list[str]:
     name, run = result.stage.name, result.stage.run
     args = result.stage.args_at(scale)
     about = f" — {result.stage.about}" if result.stage.about else ""
@@ -152,6 +154,8 @@ def _evaluation(result: StageResult, scale: str) -> list[str]:
         return head + _closed_loop(doc)
     if run == "replay":
         return head + _replay(result.output)
+    if run == "select":
+        return head + _selection(result.output.parent / SELECTION, names)
     return head
 
 
@@ -265,6 +269,28 @@ def _closed_loop(doc: dict[str, Any]) -> list[str]:
         "Failed: a collision, a lane departure or no progress (the episode ended short of half "
         "the expert's path on that seed); – where the run has no expert.",
     ]
+    return lines + [""]
+
+
+def _selection(path: Path, names: dict[str, str]) -> list[str]:
+    """The candidates' validation closed loop, summed over the scenarios, and the choice."""
+    doc = _read(path)
+    first, last = doc["seeds"]
+    lines = [
+        f"Each candidate drove {', '.join(doc['scenarios'])}, seeds {first}–{last} "
+        f"(validation), {doc['duration_s']} s each; chosen by {doc['rule']}.",
+        "",
+        "| candidate | episodes | collisions | lane departures | no progress | failed "
+        "| mean abs jerk (m/s³) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for i, c in enumerate(doc["candidates"]):
+        name = names.get(c["model"], Path(c["model"]).name)
+        name = f"**{name}** (chosen)" if i == doc["chosen"] else name
+        lines.append(
+            f"| {name} | {c['episodes']} | {c['collisions']} | {c['departures']} | "
+            f"{c['no_progress']} | {c['failed']} | {_f(c['mean_abs_jerk'])} |"
+        )
     return lines + [""]
 
 

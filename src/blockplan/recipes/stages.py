@@ -2,7 +2,8 @@
 
 Most kinds are a `blockplan` command run in a child process with the recipe's arguments plus
 the output option the runner owns (`--out` or `--json` inside the stage's folder). `average`
-is the recipe's own operation: the uniform average of model folders' weights.
+and `select` are the recipe's own operations: the uniform average of model folders' weights,
+and the choice of one candidate model by closed loop on validation seeds (recipes/select.py).
 """
 
 from __future__ import annotations
@@ -92,8 +93,36 @@ def _average(args: argparse.Namespace) -> None:
     average_folders([Path(m) for m in args.models], Path(args.out))
 
 
+def _select_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="recipe select")
+    parser.add_argument("--models", nargs="+", required=True, help="candidate model folders")
+    parser.add_argument(
+        "--scenario", nargs="+", required=True, help="the scenarios each candidate drives"
+    )
+    parser.add_argument("--episodes", type=int, required=True, help="episodes per scenario")
+    parser.add_argument("--seed", type=int, required=True, help="the first validation seed")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds per episode")
+    parser.add_argument("--out", required=True, help="the stage folder")
+    return parser
+
+
+def _select(args: argparse.Namespace) -> None:
+    from blockplan.recipes.select import select_model
+
+    select_model(
+        args.models, args.scenario, args.episodes, args.seed, args.duration, Path(args.out)
+    )
+
+
+def _selection_ok(folder: Path) -> bool:
+    from blockplan.recipes.select import SELECTION
+
+    return _json_ok(folder / SELECTION) and _model_ok(folder / "model")
+
+
 OPERATIONS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Callable]] = {
     "average": (_average_parser, _average),
+    "select": (_select_parser, _select),
 }
 
 
@@ -162,6 +191,15 @@ KINDS: dict[str, Kind] = {
             output=lambda d: d / "model",
             owned=lambda d: {"out": d / "model"},
             verify=lambda d: _model_ok(d / "model"),
+            makes_model=True,
+        ),
+        Kind(
+            "select",
+            None,
+            output=lambda d: d / "model",
+            owned=_out,
+            verify=_selection_ok,
+            resumable=True,  # a candidate's finished closed loop is kept (recipes/select.py)
             makes_model=True,
         ),
         Kind("eval", "eval", output=_metrics_file, owned=_metrics, verify=_metrics_ok),
