@@ -151,6 +151,7 @@ def test_a_recipe_ships_the_chosen_candidate_and_its_card_shows_every_one(tmp_pa
     assert "### choice — the better of the two" in card
     assert "| **soup** (chosen) | 2 | 0 |" in card
     assert "| blockplan-tiny | 2 | 2 |" in card
+    assert card.count("Failed: a collision, a lane departure or no progress") == 1
     assert str(tmp_path) not in card
     again = run_recipe(load_recipe(path), out, "full", stream=io.StringIO())
     assert [r.skipped for r in again] == [True, True]

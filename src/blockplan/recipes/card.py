@@ -29,6 +29,13 @@ BASELINES = (
 )
 
 
+# Said once under the evaluations, for every closed-loop and selection table.
+FAILED_NOTE = (
+    "Failed: a collision, a lane departure or no progress (the episode ended short of half the "
+    "expert's path on that seed); – where the run has no expert."
+)
+
+
 def commit_of(path: Path) -> str:
     """The commit the recipe file is at, "+ local changes" when the checkout differs."""
 
@@ -77,6 +84,9 @@ def write_card(recipe: Recipe, results: list[StageResult], out: Path, scale: str
     names = {str(r.output): r.stage.name for r in results}  # a stage's output -> its name
     for result in evaluated:
         lines += _evaluation(result, scale, names)
+    driven = any(r.stage.run in ("closed-loop", "select") for r in evaluated)
+    if driven and recipe.embodiment == "vehicle":
+        lines += [FAILED_NOTE, ""]
     if card.get("targets"):
         lines += ["## Targets", ""] + _targets(card["targets"], results, scale) + [""]
     lines += [
@@ -264,11 +274,6 @@ def _closed_loop(doc: dict[str, Any]) -> list[str]:
                 f"{_count(m.get('no_progress_rate'), k)} | {_count(m.get('failure_rate'), k)} | "
                 f"{_f(m['progress_m'], 1)} | {_f(m['mean_abs_jerk'])} |"
             )
-    lines += [
-        "",
-        "Failed: a collision, a lane departure or no progress (the episode ended short of half "
-        "the expert's path on that seed); – where the run has no expert.",
-    ]
     return lines + [""]
 
 
