@@ -114,6 +114,7 @@ class Vehicle(Node):
         self.start_ns = self.now_ns()
         self.create_timer(0.05, self.publish_image)
         self.create_timer(0.02, self.publish_odometry)
+        self.create_timer(0.5, self.publish_route)  # a router's rate, not odometry's
 
     def now_ns(self) -> int:
         return self.get_clock().now().nanoseconds
@@ -128,7 +129,13 @@ class Vehicle(Node):
         self.lane_pub.publish(lane_pose_to_msg(self.ns, now, 0.4, -0.02))
         self.lead_pub.publish(lead_to_msg(self.ns, now, 35.0, 12.0, "base_link"))
         self.beside_pub.publish(beside_to_msg(self.ns, BESIDE))
-        self.route_pub.publish(route_to_msg(self.ns, now, ROUTE, "odom"))
+
+    def publish_route(self) -> None:
+        self.route_pub.publish(route_to_msg(self.ns, self.now_ns(), ROUTE, "odom"))
+
+
+def _ns(stamp) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
 def _spin(context, nodes):
@@ -156,6 +163,7 @@ def test_active_node_publishes_a_path_at_the_control_rate(context):
         assert 0.6 * 3.0 * RATE_HZ <= len(window) <= 1.4 * 3.0 * RATE_HZ
         path = window[-1]
         assert path.header.frame_id == "base_link"
+        assert abs(_ns(path.header.stamp) - vehicle.now_ns()) < 1e9  # stamped at its tick
         assert len(path.poses) == 20
         assert path.poses[-1].pose.position.x > 0.5 * SPEED * 5.0  # driving on, not stopping
         assert vehicle.reasoning and "constant velocity" in vehicle.reasoning[-1]["explanation"]
@@ -175,11 +183,13 @@ def test_active_node_publishes_a_path_at_the_control_rate(context):
         np.testing.assert_allclose(route, ROUTE)
 
         assert planner.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+        deactivated_ns = planner.get_clock().now().nanoseconds
         assert gc.get_freeze_count() == 0
-        time.sleep(0.3)
-        count = len(vehicle.paths)
-        time.sleep(1.0)
-        assert len(vehicle.paths) == count  # no ticks while inactive
+        time.sleep(1.3)
+        # No ticks while inactive: every path is stamped at its tick, and the last tick ended
+        # before the transition returned (a busy executor may still deliver earlier paths late).
+        stamps = [_ns(m.header.stamp) for _, m in vehicle.paths]
+        assert len(stamps) > len(window) and max(stamps) <= deactivated_ns
         assert planner.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
         assert planner.trigger_shutdown() == TransitionCallbackReturn.SUCCESS
     finally:
