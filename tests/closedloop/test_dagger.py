@@ -206,3 +206,46 @@ def test_a_branch_sample_is_what_the_runtime_showed_the_planner(rig) -> None:
             np.testing.assert_array_equal(a.image, b.image)
         compared += 1
     assert compared >= 3
+
+
+def test_the_expert_takes_over_on_the_route_wherever_the_planner_left_the_ego() -> None:
+    """`expert_route`: on the route, the rest of it; on the exit beside the ring where the
+    route stays on the ring, the ring; off the route with a way back, the shortest one; with
+    none, no route (the expert follows the road)."""
+    from blockplan.closedloop.dagger import expert_route
+    from blockplan.closedloop.world import ClosedLoopWorld
+
+    world = ClosedLoopWorld(get_scenario("roundabout"), 913)
+    try:
+        net, route = world.env.road.network, world.route
+        assert route[0][:2] == ("ser", "ses") and route[-1][:2] == ("nx", "nxs")
+        ring = route.index(("ex", "ee", None))
+
+        def at(lane):
+            return net.get_lane(lane).position(2.0, 0.0)
+
+        assert expert_route(net, route, ("ex", "ee", 1), at(("ex", "ee", 1))) == (
+            ("ex", "ee", 1),
+            route[ring:],
+        )
+        # the east exit leaves node ex beside the ring the route takes: the ring's lane nearest
+        lane, rest = expert_route(net, route, ("ex", "exs", 0), at(("ex", "exs", 0)))
+        assert lane[:2] == ("ex", "ee") and rest == route[ring:]
+        nearest = min(range(2), key=lambda k: net.get_lane(("ex", "ee", k)).distance(at(lane)))
+        assert lane[2] == nearest
+        # on the east entry: back onto the ring and out at the north exit
+        assert expert_route(net, route, ("eer", "ees", 0), at(("eer", "ees", 0))) == (
+            ("eer", "ees", 0),
+            [("eer", "ees", 0), ("ees", "ee", None), ("ee", "nx", None), ("nx", "nxs", None)],
+        )
+        # out of the east exit: no way back
+        assert expert_route(net, route, ("exs", "exr", 0), at(("exs", "exr", 0))) == (
+            ("exs", "exr", 0),
+            None,
+        )
+        assert expert_route(net, [], ("ex", "ee", 0), at(("ex", "ee", 0))) == (
+            ("ex", "ee", 0),
+            None,
+        )
+    finally:
+        world.close()

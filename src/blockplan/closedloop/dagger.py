@@ -84,20 +84,49 @@ def _record(env: Any, registry: ObjectRegistry, route: list[tuple] | None = None
     return _Step(row, lane, junction, pose, boxes, path)
 
 
+def expert_route(
+    network: Any, route: list[tuple], lane_index: tuple, position: np.ndarray
+) -> tuple[tuple, list[tuple] | None]:
+    """The lane the expert takes over in and the rest of the episode's `route` it follows
+    from there (None: no route, it follows the road).
+
+    - On a road of the route: the route from that road on.
+    - On a road off the route that leaves the node one of the route's roads leaves (where a
+      roundabout's exit leaves its ring, highway-env may put the ego on either): the
+      route's road, in its lane nearest the ego, as `sim/route_path.py` reads it.
+    - Off the route for real (the planner took another exit): the shortest way from there to
+      the route's end where the road network has one, else none.
+    """
+    lane = tuple(lane_index)
+    route = [tuple(r) for r in route]
+    if not route:
+        return lane, None
+    roads = [r[:2] for r in route]
+    if lane[:2] in roads:
+        return lane, route[roads.index(lane[:2]) :]
+    for k, (a, b) in enumerate(roads):
+        if a == lane[0] and a in network.graph and b in network.graph[a]:
+            lanes = network.graph[a][b]
+            nearest = min(range(len(lanes)), key=lambda j: lanes[j].distance(position))
+            return (a, b, nearest), route[k:]
+    path = network.shortest_path(lane[1], route[-1][1])
+    if not path:
+        return lane, None
+    return lane, [lane] + [(a, b, None) for a, b in zip(path[:-1], path[1:], strict=True)]
+
+
 def _hand_back(env: Any, expert_state: dict[str, Any], route: list[tuple]) -> None:
     """In `env` (a copy), replace the controlled ego by the expert at the same state, on
     what is left of its route (`route`: the episode's, as `ClosedLoopWorld.route`)."""
     ego = env.vehicle
-    lane = tuple(ego.lane_index)
-    ahead = [k for k, r in enumerate(route) if tuple(r[:2]) == lane[:2]]
-    remaining = [tuple(r) for r in route[ahead[0] :]] if ahead else [tuple(r) for r in route]
+    lane, remaining = expert_route(env.road.network, route, ego.lane_index, ego.position)
     expert = drivable_expert_class()(
         env.road,
         ego.position,
         heading=ego.heading,
         speed=ego.speed,
         target_lane_index=lane,
-        route=remaining or None,
+        route=remaining,
     )
     for key, value in expert_state.items():
         setattr(expert, key, value)
