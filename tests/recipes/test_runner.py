@@ -256,3 +256,35 @@ def test_the_generating_commands_that_keep_what_exists_continue_after_an_interru
     # interrupted stage keeps its folder
     continuing = {name for name, kind in KINDS.items() if kind.resumable}
     assert continuing == {"dataset", "robot-demos", "robot-scenes", "train", "select"}
+
+
+def test_status_says_where_a_run_stands_without_touching_it(tmp_path, capsys):
+    from blockplan.cli import main
+    from blockplan.recipes.runner import recipe_status
+
+    path, out = _recipe(tmp_path), tmp_path / "out"
+
+    def states():
+        return {r.name: r.state for r in recipe_status(load_recipe(path), out)}
+
+    assert states() == {"soup": "ready", "soup2": "waiting"}
+    assert not out.exists()  # read only
+    _run(path, out)
+    rows = recipe_status(load_recipe(path), out)
+    assert [(r.state, r.minutes is not None) for r in rows] == [("done", True)] * 2
+    # an interrupted stage: started, with how far it got
+    (out / "stages" / "soup2" / RECORD).unlink()
+    row = recipe_status(load_recipe(path), out)[1]
+    assert row.state == "started" and "last write" in row.note
+    _run(path, out)
+    assert main(["recipe", "status", str(path), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "2 of 2 stages done" in said and "soup2" in said
+    # another command line for it (the recipe file edited): runs again
+    changed = _recipe(tmp_path, second=[MODEL, "{soup}"])
+    assert {r.name: r.state for r in recipe_status(load_recipe(changed), out)} == {
+        "soup": "done",
+        "soup2": "changed",
+    }
+    with pytest.raises(RecipeError, match="full-scale run, not smoke"):
+        recipe_status(load_recipe(path), out, "smoke")

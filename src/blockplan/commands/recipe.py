@@ -1,4 +1,4 @@
-"""`blockplan recipe run|check`: make a model from its recipe (recipes/*.yaml)."""
+"""`blockplan recipe run|check|status`: make a model from its recipe (recipes/*.yaml)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check = sub.add_parser("check", help="validate the recipe and list its stages")
     check.add_argument("recipe", help="a recipe file")
     check.add_argument("--scale", choices=("full", "smoke"), default="full")
+    status = sub.add_parser("status", help="where a run in --out stands, stage by stage")
+    status.add_argument("recipe", help="a recipe file")
+    status.add_argument("--out", required=True, help="the run's output folder")
+    status.add_argument("--scale", choices=("full", "smoke"), default="full")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,6 +49,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {stage.name:<22} {stage.run:<12} {' '.join(argv)}")
         return 0
     out = Path(args.out)
+    if args.action == "status":
+        from blockplan.recipes.runner import recipe_status
+
+        rows = recipe_status(recipe, out, args.scale)
+        done = sum(r.state == "done" for r in rows)
+        print(f"{recipe.name} in {out}: {done} of {len(rows)} stages done ({args.scale} scale)")
+        for r in rows:
+            minutes = "" if r.minutes is None else f"{r.minutes:.1f} min"
+            print(f"  {r.name:<22} {r.state:<8} {minutes:>10}  {r.note}".rstrip())
+        return 0
     results = run_recipe(recipe, out, args.scale, args.from_stage, jobs=args.jobs)
     model = ship(recipe, results, out, args.scale)
     print(f"model: {model} (card: {model / 'MODEL_CARD.md'})")

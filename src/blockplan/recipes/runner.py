@@ -13,6 +13,7 @@ At the end the shipped stage's model folder is copied to `OUT/model` with a gene
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -255,6 +256,65 @@ def _schedule(run: _Run, jobs: int) -> None:
             raise
     if failure is not None:
         raise failure
+
+
+@dataclass(frozen=True)
+class StageStatus:
+    name: str
+    state: str  # done | started | changed | ready | waiting
+    minutes: float | None  # done: its time; started: so far
+    note: str  # started: the log's last line; waiting: the stages it waits for
+
+
+def recipe_status(recipe: Recipe, out: Path, scale: str = "full") -> list[StageStatus]:
+    """Where a run of `recipe` in `out` stands, stage by stage, without touching it: done
+    (its record matches and its output verifies), started (its folder holds an unfinished
+    run of this very command: running now, or interrupted and continued by the next `run`),
+    changed (what is there was made by another command line: it runs again), ready (it
+    would start now) or waiting (on the stages named)."""
+    check_stages(recipe, scale)
+    before = _read_json(out / "recipe.json") or {}
+    if before.get("scale") not in (None, scale):
+        raise RecipeError(f"{out}: holds a {before['scale']}-scale run, not {scale}")
+    rows = []
+    run = _Run(recipe, out, scale, len(recipe.stages), io.StringIO())  # its lines unsaid
+    for i, stage in enumerate(recipe.stages):
+        missing = [ref for ref in stage.references(scale) if ref not in run.records]
+        if missing:
+            rows.append(StageStatus(stage.name, "waiting", None, ", ".join(missing)))
+            continue
+        prepared = run.prepare(i)
+        if prepared is None:
+            rows.append(StageStatus(stage.name, "done", run.results[i].seconds / 60, ""))
+            continue
+        folder = prepared.folder
+        started = _read_json(folder / STARTED)
+        if started == prepared.expected and read_record(folder) is None:
+            rows.append(_started(stage, folder))
+        elif folder.exists() and (started is not None or read_record(folder) is not None):
+            rows.append(StageStatus(stage.name, "changed", None, "runs again"))
+        else:
+            rows.append(StageStatus(stage.name, "ready", None, ""))
+    return rows
+
+
+def _started(stage: Stage, folder: Path) -> StageStatus:
+    """A started stage: its time to its folder's last write (earlier runs included), how far
+    it got (a data set's episodes, else its log's last line) and how long ago that write was
+    (a stage written to minutes ago is likely running)."""
+    last = max(p.stat().st_mtime for p in [folder, *folder.iterdir()])
+    started = (folder / STARTED).stat().st_mtime
+    before = float((_read_json(folder / BEFORE) or {}).get("seconds", 0.0))
+    manifest = _read_json(folder / "manifest.json") if stage.run == "dataset" else None
+    if manifest is not None:
+        options = manifest.get("options", {})
+        wanted = len(options.get("scenarios", [])) * int(options.get("episodes", 0))
+        done = f"{len(manifest.get('episodes', []))} of {wanted} episodes kept"
+    else:
+        done = _tail(folder / LOG)[:90] if (folder / LOG).is_file() else ""
+    idle = (time.time() - last) / 60
+    note = f"{done} (last write {idle:.0f} min ago)"
+    return StageStatus(stage.name, "started", (before + max(0.0, last - started)) / 60, note)
 
 
 def _check_scale(out: Path, scale: str) -> None:
