@@ -1,9 +1,9 @@
 """Attention under a fixed, mostly-empty mask, cut into row tiles.
 
 The training sequence (train/streams.py) is P + 3·A tokens long, but under its mask a query
-sees about a quarter of the keys: the clean stream never reads the noisy copies, a noisy copy
-never reads the other, and a noisy block reads only the clean answer before it. Dense
-attention computes every (query, key) score and throws three quarters away. `AttentionTiles`
+sees under a third of the keys (29 % for the reference preset): the clean stream never reads
+the noisy copies, a noisy copy never reads the other, and a noisy block reads only the clean
+answer before it. Dense attention computes every (query, key) score and throws the rest away. `AttentionTiles`
 plans once per mask: consecutive query rows with the same key set form a group, neighbouring
 groups merge while one larger call costs less than two (an area of scores plus `call_cost`
 per call), and each tile attends only to the union of its rows' keys, gathered as a few

@@ -88,12 +88,12 @@ def candidate_summary(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
         totals["collisions"] += round(m["collision_rate"] * k)
         totals["departures"] += round(m["lane_departure_rate"] * k)
         totals["no_progress"] += round((m.get("no_progress_rate") or 0.0) * k)
-        # without the expert's numbers (it crashed on every seed) a departure still fails
+        # without the expert's numbers (it crashed on every seed): collisions and departures
+        # (each ends its episode, so no episode counts twice)
         failed = m.get("failure_rate")
-        totals["failed"] += round(
-            (failed if failed is not None else max(m["collision_rate"], m["lane_departure_rate"]))
-            * k
-        )
+        if failed is None:
+            failed = m["collision_rate"] + m["lane_departure_rate"]
+        totals["failed"] += round(failed * k)
         jerk += m["mean_abs_jerk"] * k
     totals["mean_abs_jerk"] = jerk / totals["episodes"] if totals["episodes"] else None
     return totals
